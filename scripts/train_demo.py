@@ -1,0 +1,88 @@
+"""Trains the demo pair on the Python stdlib source and writes it to specjax/assets/demo/.
+
+  # target (~45 min on 2 CPU cores), then the drafter distilled from it (~10 min):
+  python scripts/train_demo.py --stage=target --workdir=runs/demo
+  python scripts/train_demo.py --stage=drafter --workdir=runs/demo
+
+Both stages resume from their orbax checkpoints if interrupted. Seeds are fixed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+import time
+
+from absl import app, flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specjax import checkpoint
+from specjax.data import code_corpus
+from specjax.data.tokenizer import ByteTokenizer
+from specjax.models import bundle
+from specjax.models.decoder import Decoder, DecoderConfig
+from specjax.train import loop, objectives
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("stage", "target", ["target", "drafter"], "what to train")
+flags.DEFINE_string("workdir", "runs/demo", "checkpoints, metrics and plots")
+flags.DEFINE_string("out", "specjax/assets/demo", "where the finished weights go")
+flags.DEFINE_integer("target_steps", 360, "target optimizer steps (32 x 256 tokens each)")
+flags.DEFINE_integer("drafter_steps", 300, "drafter distillation steps")
+flags.DEFINE_integer("seed", 0, "seed for init and data order")
+
+TOK = ByteTokenizer()
+TARGET = DecoderConfig(vocab_size=TOK.vocab_size, d_model=384, num_layers=6, num_heads=6, num_kv_heads=6,
+                       head_dim=64, mlp_dim=1024, tie_embeddings=True)
+DRAFTER = DecoderConfig(vocab_size=TOK.vocab_size, d_model=192, num_layers=1, num_heads=3, num_kv_heads=3,
+                        head_dim=64, mlp_dim=512, tie_embeddings=True)
+BATCH, SEQ = 32, 256
+
+
+def held_out_bits_per_byte(module, params, data, n_batches=8):
+  loss_fn = jax.jit(objectives.lm_loss(module, TOK.pad_id))
+  losses = [float(loss_fn(params, jnp.asarray(code_corpus.batch_at(data, i, 16, SEQ, seed=1234)))[0])
+            for i in range(n_batches)]
+  return float(np.mean(losses) / np.log(2.0))
+
+
+def main(_):
+  workdir = pathlib.Path(FLAGS.workdir) / FLAGS.stage
+  train = code_corpus.load_split("train", TOK)
+  held = code_corpus.load_split("held_out", TOK)
+  batch_fn = lambda step: jnp.asarray(code_corpus.batch_at(train, step, BATCH, SEQ, FLAGS.seed))
+  t0 = time.time()
+  if FLAGS.stage == "target":
+    module = Decoder(dataclasses.replace(TARGET, dtype="bfloat16"))
+    init = bundle.init_model(module, FLAGS.seed)
+    cfg = loop.TrainConfig(steps=FLAGS.target_steps, learning_rate=3e-3, warmup_steps=30, checkpoint_every=20)
+    params = loop.train(init.params, objectives.lm_loss(module, TOK.pad_id), batch_fn, cfg, workdir,
+                        desc="target")
+    model = bundle.Model(Decoder(TARGET), params)
+    report = {"params": model.num_params, "train_tokens": FLAGS.target_steps * BATCH * SEQ}
+  else:
+    target = checkpoint.load_model(pathlib.Path(FLAGS.out) / "target")
+    module = Decoder(dataclasses.replace(DRAFTER, dtype="bfloat16"))
+    teacher = Decoder(dataclasses.replace(TARGET, dtype="bfloat16"))
+    init = bundle.init_model(module, FLAGS.seed + 1)
+    loss_fn = objectives.distill_loss(module, teacher, target.params, TOK.pad_id, hard_weight=0.1)
+    probe = jnp.asarray(code_corpus.batch_at(held, 0, 16, SEQ, seed=99))
+    before = {k: float(v) for k, v in jax.jit(loss_fn)(init.params, probe)[1].items()}
+    cfg = loop.TrainConfig(steps=FLAGS.drafter_steps, learning_rate=3e-3, warmup_steps=20, checkpoint_every=20)
+    params = loop.train(init.params, loss_fn, batch_fn, cfg, workdir, desc="drafter")
+    after = {k: float(v) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
+    model = bundle.Model(Decoder(DRAFTER), params)
+    report = {"params": model.num_params, "train_tokens": FLAGS.drafter_steps * BATCH * SEQ,
+              "held_out_before": before, "held_out_after": after}
+  report["held_out_bits_per_byte"] = held_out_bits_per_byte(model.module, model.params, held)
+  report["wall_s"] = round(time.time() - t0, 1)
+  out = checkpoint.save_model(model, pathlib.Path(FLAGS.out) / FLAGS.stage, dtype="bfloat16")
+  (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+  loop.plot_loss(workdir, title=f"demo {FLAGS.stage}")
+  print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,94 @@
+"""Save and load model bundles as safetensors + config.json (no pickle anywhere).
+
+Layout of a model folder: ``config.json`` ({"family": ..., "config": {...}}) and
+``model.safetensors`` with params flattened to '/'-joined names. bf16 storage is allowed;
+params are cast back to float32 on load. HF imports live in ``specjax.hf_import``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import jax
+import numpy as np
+from flax import traverse_util
+
+from specjax.models.bundle import Model
+
+_FAMILIES = {}
+
+
+def register_family(name: str, module_cls, config_cls):
+  _FAMILIES[name] = (module_cls, config_cls)
+
+
+def _family_of(model: Model) -> str:
+  for name, (module_cls, _) in _FAMILIES.items():
+    if isinstance(model.module, module_cls):
+      return name
+  raise ValueError(f"no registered family for module {type(model.module).__name__}")
+
+
+class CheckpointError(ValueError):
+  pass
+
+
+def save_model(model: Model, folder, dtype: str = "float32") -> pathlib.Path:
+  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
+  arrays = {k: np.asarray(v, dtype=np.float32).astype(_np_dtype(dtype)) for k, v in flat.items()}
+  save_file(arrays, str(folder / "model.safetensors"))
+  meta = {"family": _family_of(model), "config": dataclasses.asdict(model.config)}
+  (folder / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
+  return folder
+
+
+def _np_dtype(name):
+  import ml_dtypes  # pylint: disable=import-outside-toplevel
+  return {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}[name]
+
+
+def load_model(folder, **config_overrides) -> Model:
+  """Loads a specjax model folder; every failure names the file and what is wrong."""
+  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
+  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(folder)
+  cfg_path, weights_path = folder / "config.json", folder / "model.safetensors"
+  for p in (cfg_path, weights_path):
+    if not p.is_file():
+      raise CheckpointError(f"checkpoint file missing: {p}")
+  try:
+    meta = json.loads(cfg_path.read_text())
+    module_cls, config_cls = _FAMILIES[meta["family"]]
+    cfg = config_cls(**{**meta["config"], **config_overrides})
+  except (json.JSONDecodeError, KeyError, TypeError) as e:
+    raise CheckpointError(f"{cfg_path}: not a valid specjax config ({type(e).__name__}: {e})") from e
+  try:
+    flat = load_file(str(weights_path))
+  except (SafetensorError, OSError, ValueError) as e:
+    raise CheckpointError(f"{weights_path}: corrupt or truncated safetensors file ({e})") from e
+  return from_flat_params(module_cls(cfg), {k: np.asarray(v, np.float32) for k, v in flat.items()},
+                          source=str(weights_path))
+
+
+def from_flat_params(module, flat: dict, source: str = "<params>") -> Model:
+  """Checks names and shapes against the module's abstract params, then builds the bundle."""
+  from specjax.models.bundle import _dummy_inputs  # pylint: disable=import-outside-toplevel
+  import flax.linen as nn  # pylint: disable=import-outside-toplevel
+  args, kwargs = _dummy_inputs(module)
+  abstract = nn.unbox(jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))["params"])
+  expected = traverse_util.flatten_dict(abstract, sep="/")
+  missing = sorted(set(expected) - set(flat))
+  extra = sorted(set(flat) - set(expected))
+  if missing or extra:
+    raise CheckpointError(f"{source}: params do not match the config: missing {missing[:5]}, "
+                          f"unexpected {extra[:5]}")
+  for k, spec in expected.items():
+    if tuple(flat[k].shape) != tuple(spec.shape):
+      raise CheckpointError(f"{source}: param {k!r} has shape {tuple(flat[k].shape)}, "
+                            f"config expects {tuple(spec.shape)}")
+  params = traverse_util.unflatten_dict({k: jax.numpy.asarray(v) for k, v in flat.items()}, sep="/")
+  return Model(module=module, params=params)

@@ -1,0 +1,209 @@
+"""The decoding loops: autoregressive baseline and speculative. Each is one ``jax.jit`` around a
+``lax.while_loop`` over explicit state, with static shapes and no host round-trip per token.
+
+Row bookkeeping (both loops): ``tokens_BxS`` holds each row's prompt then its generated tokens;
+``seq_len_B`` counts them; the target cache has committed ``seq_len - 1`` slots (the last token
+is fed next). Rows advance by their own counts and stop at EOS or ``max_new_tokens``; finished
+rows stay in the batch (static shapes) but are masked and stop counting in the statistics.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specjax import accept, validate
+from specjax.models import api, kv_cache
+from specjax.sampling import Sampling
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateOutput:
+  tokens: np.ndarray   # int32 [batch, max_new_tokens]; pad_id past each row's end
+  lengths: np.ndarray  # int32 [batch]: generated tokens per row, EOS included
+  stats: dict[str, Any]
+
+
+@flax.struct.dataclass
+class Rows:
+  tokens_BxS: jax.Array
+  seq_len_B: jax.Array
+  new_B: jax.Array     # generated so far
+  done_B: jax.Array
+
+
+def _append(rows: Rows, new_BxN, count_B, max_new_tokens, eos_id):
+  """Appends the first ``count`` of ``new`` to each active row, cut at EOS and max_new_tokens."""
+  n = new_BxN.shape[1]
+  count_B = jnp.minimum(count_B, max_new_tokens - rows.new_B)
+  if eos_id is not None:
+    is_eos = (new_BxN == eos_id) & (jnp.arange(n)[None] < count_B[:, None])
+    first_eos = jnp.argmax(is_eos, axis=1)
+    count_B = jnp.where(is_eos.any(1), first_eos + 1, count_B)
+    hit_eos = is_eos.any(1)
+  else:
+    hit_eos = jnp.zeros_like(rows.done_B)
+  count_B = jnp.where(rows.done_B, 0, count_B)
+  tokens = kv_cache.write_rows(rows.tokens_BxS, new_BxN, rows.seq_len_B)
+  new_B = rows.new_B + count_B
+  done_B = rows.done_B | (new_B >= max_new_tokens) | (hit_eos & ~rows.done_B)
+  return Rows(tokens, rows.seq_len_B + count_B, new_B, done_B), count_B
+
+
+def _output(rows: Rows, start_B, max_new_tokens, pad_id):
+  idx = start_B[:, None] + jnp.arange(max_new_tokens)[None]
+  out = kv_cache.gather_rows(rows.tokens_BxS, idx)
+  return jnp.where(jnp.arange(max_new_tokens)[None] < rows.new_B[:, None], out, pad_id), rows.new_B
+
+
+def _last_tokens(rows: Rows):
+  return jnp.take_along_axis(rows.tokens_BxS, (rows.seq_len_B - 1)[:, None], 1)
+
+
+# ----------------------------------------------------------------------------- autoregressive
+@functools.partial(jax.jit, static_argnames=("max_new_tokens", "sampling", "eos_id", "pad_id", "max_len"))
+def _generate(model, prompts_BxP, prompt_lengths_B, rng, *, max_new_tokens, sampling, eos_id, pad_id, max_len):
+  cache, tokens, seq_len = api.start(model, prompts_BxP, prompt_lengths_B, max_len)
+  rows = Rows(tokens, seq_len, jnp.zeros_like(seq_len), jnp.zeros_like(seq_len, bool))
+  start_B = seq_len
+
+  def body(carry):
+    rows, cache, rng, steps = carry
+    rng, step_rng = jax.random.split(rng)
+    logits_Bx1xV, _, cache = api.forward(model, _last_tokens(rows), cache)
+    next_B = sampling.sample(step_rng, logits_Bx1xV[:, 0])
+    rows, _ = _append(rows, next_B[:, None], jnp.ones_like(rows.seq_len_B), max_new_tokens, eos_id)
+    return rows, cache.with_length(rows.seq_len_B - 1), rng, steps + 1
+
+  rows, _, _, steps = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body,
+                                         (rows, cache, rng, jnp.zeros((), jnp.int32)))
+  tokens, lengths = _output(rows, start_B, max_new_tokens, pad_id)
+  return tokens, lengths, steps
+
+
+def generate(model, prompts, prompt_lengths, *, max_new_tokens: int, sampling: Sampling = Sampling(),
+             rng=None, eos_id: int | None = None, pad_id: int = 0, max_len: int | None = None) -> GenerateOutput:
+  """Autoregressive baseline: one target call per token."""
+  prompts, prompt_lengths, max_len = validate.inputs(model, prompts, prompt_lengths, max_new_tokens,
+                                                     extra=1, max_len=max_len)
+  rng = jax.random.PRNGKey(0) if rng is None else rng
+  tokens, lengths, steps = _generate(model, prompts, prompt_lengths, rng, max_new_tokens=max_new_tokens,
+                                     sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
+  steps = int(steps)
+  return GenerateOutput(np.asarray(tokens), np.asarray(lengths),
+                        {"iterations": steps, "target_calls": steps, "generated_tokens": int(np.sum(lengths))})
+
+
+# ----------------------------------------------------------------------------- speculative
+@flax.struct.dataclass
+class Stats:
+  iterations: jax.Array
+  row_iterations: jax.Array            # sum over iterations of active rows
+  drafted_per_position: jax.Array      # [G]
+  accepted_per_position: jax.Array     # [G]
+  overlap_sum: jax.Array               # sum over verified positions of sum_x min(p, q)
+  verified_positions: jax.Array
+
+  @classmethod
+  def zeros(cls, gamma):
+    z = jnp.zeros((), jnp.float32)
+    return cls(jnp.zeros((), jnp.int32), z, jnp.zeros((gamma,)), jnp.zeros((gamma,)), z, z)
+
+
+def _verify_and_accept(target, cache, rows, draft, sampling, rng, lenience):
+  """One target pass over [last token, drafts]; returns new tokens, accepted counts, p."""
+  drafts_BxG = draft.tokens_BxG
+  b, g = drafts_BxG.shape
+  verify_in = jnp.concatenate([_last_tokens(rows), drafts_BxG], axis=1)
+  logits_BxG1xV, hidden_BxG1xE, cache = api.forward(target, verify_in, cache)
+  v = logits_BxG1xV.shape[-1]
+  q_BxGxV = draft.q_BxGxV if draft.q_BxGxV is not None else jax.nn.one_hot(drafts_BxG, v)
+  p_BxG1xV = sampling.probs(logits_BxG1xV)
+  if sampling.greedy:
+    n_B, next_B = accept.greedy(logits_BxG1xV, drafts_BxG)
+  else:
+    n_B, next_B = accept.rejection(rng, p_BxG1xV, q_BxGxV, drafts_BxG, lenience)
+  new_BxG1 = jnp.concatenate([drafts_BxG, jnp.zeros((b, 1), jnp.int32)], axis=1)
+  new_BxG1 = jnp.where(jnp.arange(g + 1)[None] == n_B[:, None], next_B[:, None], new_BxG1)
+  return cache, hidden_BxG1xE, new_BxG1, n_B, accept.overlap(p_BxG1xV[:, :g], q_BxGxV)
+
+
+@functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
+                                             "max_len", "lenience"))
+def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, max_new_tokens, sampling,
+                 eos_id, pad_id, max_len, lenience):
+  cache, tokens, seq_len = api.start(target, prompts_BxP, prompt_lengths_B, max_len)
+  rows = Rows(tokens, seq_len, jnp.zeros_like(seq_len), jnp.zeros_like(seq_len, bool))
+  start_B = seq_len
+  drafter_state = drafter.init(target, prompts_BxP, prompt_lengths_B, max_len)
+
+  def body(carry):
+    rows, cache, drafter_state, rng, stats = carry
+    rng, draft_rng, accept_rng = jax.random.split(rng, 3)
+    drafter_state, draft = drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling,
+                                           draft_rng)
+    cache, hidden, new_BxG1, n_B, overlap_BxG = _verify_and_accept(target, cache, rows, draft, sampling,
+                                                                   accept_rng, lenience)
+    active_B = (~rows.done_B).astype(jnp.float32)
+    pos_G = jnp.arange(gamma)
+    verified_BxG = (pos_G[None] <= n_B[:, None]) * active_B[:, None]  # accepted ones + first rejected
+    stats = Stats(stats.iterations + 1, stats.row_iterations + active_B.sum(),
+                  stats.drafted_per_position + active_B.sum(),
+                  stats.accepted_per_position + ((pos_G[None] < n_B[:, None]) * active_B[:, None]).sum(0),
+                  stats.overlap_sum + (overlap_BxG * verified_BxG).sum(), stats.verified_positions + verified_BxG.sum())
+    drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
+    rows, _ = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
+    return rows, cache.with_length(rows.seq_len_B - 1), drafter_state, rng, stats
+
+  carry = (rows, cache, drafter_state, rng, Stats.zeros(gamma))
+  rows, _, _, _, stats = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
+  tokens, lengths = _output(rows, start_B, max_new_tokens, pad_id)
+  return tokens, lengths, stats
+
+
+def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int, max_new_tokens: int,
+                         sampling: Sampling = Sampling(), rng=None, eos_id: int | None = None, pad_id: int = 0,
+                         max_len: int | None = None, lenience: float = 1.0) -> GenerateOutput:
+  """Speculative decoding: ``drafter`` proposes ``gamma`` tokens, ``target`` verifies them in one pass.
+
+  Greedy (``sampling.temperature == 0``) output equals :func:`generate`'s token for token;
+  sampled output is distributed exactly as the target's. ``lenience < 1`` (Leviathan's l) is
+  lossy and reported as such in ``stats["lossy"]``.
+  """
+  validate.drafter(target, drafter, gamma)
+  if not 0.0 < lenience <= 1.0:
+    raise ValueError(f"lenience must be in (0, 1], got {lenience}")
+  prompts, prompt_lengths, max_len = validate.inputs(target, prompts, prompt_lengths, max_new_tokens,
+                                                     extra=gamma + 1, max_len=max_len)
+  rng = jax.random.PRNGKey(0) if rng is None else rng
+  tokens, lengths, stats = _speculative(target, drafter, prompts, prompt_lengths, rng, gamma=gamma,
+                                        max_new_tokens=max_new_tokens, sampling=sampling, eos_id=eos_id,
+                                        pad_id=pad_id, max_len=max_len, lenience=float(lenience))
+  return GenerateOutput(np.asarray(tokens), np.asarray(lengths), summarize(stats, lengths, gamma, lenience))
+
+
+def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0) -> dict[str, Any]:
+  s = jax.device_get(stats)
+  row_iters = max(float(s.row_iterations), 1.0)
+  accepted = np.asarray(s.accepted_per_position, np.float64)
+  drafted = np.asarray(s.drafted_per_position, np.float64)
+  mean_accepted = float(accepted.sum() / row_iters)
+  return {
+      "iterations": int(s.iterations),
+      "target_calls": int(s.iterations),
+      "row_iterations": int(s.row_iterations),
+      "generated_tokens": int(np.sum(lengths)),
+      "gamma": gamma,
+      "drafted_per_position": drafted.astype(int).tolist(),
+      "accepted_per_position": accepted.astype(int).tolist(),
+      "acceptance_per_position": (accepted / np.maximum(drafted, 1)).round(4).tolist(),
+      "mean_accepted": round(mean_accepted, 4),          # drafts kept per row-iteration
+      "tokens_per_iteration": round(mean_accepted + 1, 4),  # plus the target's own token
+      "alpha": round(float(s.overlap_sum / max(float(s.verified_positions), 1.0)), 4),
+      "lossy": lenience < 1.0,
+  }

@@ -1,0 +1,36 @@
+"""The drafter protocol: everything the speculative loop knows about a drafter.
+
+A drafter is a pytree (a ``flax.struct.dataclass``: weights are leaves, settings are static).
+
+* ``init(target, prompts_BxP, prompt_lengths_B, max_len) -> state``: once per generation.
+* ``propose(state, tokens_BxS, seq_len_B, gamma, sampling, rng) -> (state, Draft)``: the rows'
+  committed text is ``tokens[b, :seq_len[b]]``; propose ``gamma`` tokens after it.
+* ``commit(state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE) -> state``: after the
+  accept rule; heads that read the target's hidden states take them here.
+
+``Draft.q_BxGxV`` is the distribution each draft token was drawn from, after the same
+temperature/top-k/top-p as the target; deterministic drafters return ``None`` (one-hot).
+"""
+from __future__ import annotations
+
+import flax
+import jax
+
+
+@flax.struct.dataclass
+class Draft:
+  tokens_BxG: jax.Array
+  q_BxGxV: jax.Array | None  # None: the draft is deterministic (q is one-hot on the token)
+
+
+class DrafterBase:
+  """Default hooks; concrete drafters override what they need."""
+  name = "base"
+  lossless = True
+
+  def check_compatible(self, target) -> None:
+    pass
+
+  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
+    del tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE
+    return state

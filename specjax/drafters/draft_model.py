@@ -1,0 +1,53 @@
+"""A separate, smaller autoregressive model with its own KV cache (Leviathan; Chen's SpS)."""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from specjax.drafters.base import Draft, DrafterBase
+from specjax.models import api, kv_cache
+from specjax.models.bundle import Model
+
+
+@flax.struct.dataclass
+class DraftModel(DrafterBase):
+  model: Model
+  name = "draft_model"
+
+  def check_compatible(self, target) -> None:
+    if self.model.vocab_size != target.vocab_size:
+      raise ValueError(f"drafter vocab_size={self.model.vocab_size} differs from target "
+                       f"vocab_size={target.vocab_size}; both must share one tokenizer")
+    if self.model.is_encoder_decoder != target.is_encoder_decoder:
+      raise ValueError("drafter and target must both be decoder-only or both encoder-decoder")
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+    del target
+    return api.start(self.model, prompts_BxP, prompt_lengths_B, max_len)[0]
+
+  def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    # The cache may lack the last one or two committed tokens (a bonus round leaves the last
+    # draft unseen), so every round rolls back to seq_len - 2 and feeds two tokens; rewriting a
+    # slot with the same token at the same position is a no-op.
+    start_B = jnp.maximum(seq_len_B - 2, 0)
+    cache = cache.with_length(start_B)
+    two_Bx2 = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(2)[None])
+    logits_Bx2xV, _, cache = api.forward(self.model, two_Bx2, cache)
+    logits_BxV = jnp.take_along_axis(logits_Bx2xV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
+    cache = cache.with_length(seq_len_B)
+
+    def step(carry, step_rng):
+      cache, logits_BxV = carry
+      q_BxV = sampling.probs(logits_BxV)
+      token_B = sampling.sample(step_rng, logits_BxV)
+      logits_Bx1xV, _, cache = api.forward(self.model, token_B[:, None], cache)
+      return (cache.with_length(cache.length_B + 1), logits_Bx1xV[:, 0]), (token_B, q_BxV)
+
+    rngs = jax.random.split(rng, gamma)
+    (cache, logits_BxV), (tokens_GxB, q_GxBxV) = jax.lax.scan(step, (cache, logits_BxV), rngs[:-1])
+    last_q = sampling.probs(logits_BxV)
+    last_token = sampling.sample(rngs[-1], logits_BxV)
+    tokens_BxG = jnp.concatenate([tokens_GxB.T, last_token[:, None]], axis=1)
+    q_BxGxV = jnp.concatenate([jnp.transpose(q_GxBxV, (1, 0, 2)), last_q[:, None]], axis=1)
+    return cache, Draft(tokens_BxG, q_BxGxV)

@@ -1,0 +1,54 @@
+"""Prompt lookup: propose what followed the latest earlier occurrence of the row's last n tokens.
+
+Falls back to shorter suffixes (n-1, ..., 1) when the longest has no earlier occurrence, and to
+repeating the last token when none has. Its q is one-hot: the draft is deterministic given the
+context, so the lossless rule accepts draft x with probability p(x).
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from specjax.drafters.base import Draft, DrafterBase
+from specjax.models import kv_cache
+
+
+@flax.struct.dataclass
+class NGram(DrafterBase):
+  n: int = flax.struct.field(pytree_node=False, default=3)
+  name = "ngram"
+
+  def __post_init__(self):
+    if int(self.n) != self.n or self.n < 1:
+      raise ValueError(f"NGram n must be a positive integer, got {self.n}")
+
+  def check_compatible(self, target) -> None:
+    del target
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+    del target, prompts_BxP, prompt_lengths_B, max_len
+    return ()
+
+  def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    del sampling, rng
+    b, s = tokens_BxS.shape
+    pos_S = jnp.arange(s)
+    best_start_B = jnp.full((b,), -1, jnp.int32)
+    for k in range(1, self.n + 1):  # longer suffixes override shorter ones
+      suffix_Bxk = kv_cache.gather_rows(tokens_BxS, jnp.maximum(seq_len_B[:, None] - k + jnp.arange(k), 0))
+      match_BxS = jnp.ones((b, s), bool)
+      for i in range(k):
+        shifted = jnp.roll(tokens_BxS, -i, axis=1)
+        match_BxS &= shifted == suffix_Bxk[:, i:i + 1]
+      # the window [j, j+k) must end before the suffix itself starts repeating it: j + k < seq_len
+      match_BxS &= (pos_S[None] + k < seq_len_B[:, None]) & (seq_len_B[:, None] >= k + 1)
+      latest_B = jnp.max(jnp.where(match_BxS, pos_S[None], -1), axis=1)
+      found = latest_B >= 0
+      best_start_B = jnp.where(found, latest_B + k, best_start_B)  # first token after the window
+    fallback_B = seq_len_B - 1
+    start_B = jnp.where(best_start_B >= 0, best_start_B, fallback_B)
+    idx_BxG = jnp.minimum(start_B[:, None] + jnp.arange(gamma)[None], seq_len_B[:, None] - 1)
+    idx_BxG = jnp.where(best_start_B[:, None] >= 0, idx_BxG, fallback_B[:, None])
+    tokens_BxG = kv_cache.gather_rows(tokens_BxS, idx_BxG)
+    return state, Draft(tokens_BxG, None)  # None: one-hot q, built by the loop

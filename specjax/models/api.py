@@ -1,0 +1,55 @@
+"""The few calls decoding needs from any model family (decoder-only or encoder-decoder).
+
+Every family's module is called as ``module(tokens_BxT, positions_BxT, cache, new_mask_TxT)``
+and returns ``(logits_BxTxV float32, hidden_BxTxE, cache)``; its cache has ``length_B`` and
+``with_length``. Encoder-decoders also expose ``init_cache(encoder_tokens, encoder_lengths,
+max_len)`` (runs the encoder once, caches cross-attention keys/values) and take
+``encoder_tokens=`` in a cache-free call.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from specjax.models import kv_cache
+from specjax.models.bundle import Model
+
+
+def forward(model: Model, tokens_BxT, cache, positions_BxT=None, new_mask_TxT=None):
+  return model.module.apply({"params": model.params}, tokens_BxT, positions_BxT, cache, new_mask_TxT)
+
+
+def logits(model: Model, tokens_BxT, encoder_tokens=None, encoder_lengths=None) -> jax.Array:
+  """Plain full forward, no cache: float32 ``[B, T, V]``."""
+  tokens_BxT = jnp.asarray(tokens_BxT, jnp.int32)
+  if model.is_encoder_decoder:
+    if encoder_tokens is None:
+      raise ValueError("an encoder-decoder model needs encoder_tokens= for specjax.logits")
+    out = model.module.apply({"params": model.params}, tokens_BxT,
+                             encoder_tokens=jnp.asarray(encoder_tokens, jnp.int32),
+                             encoder_lengths=encoder_lengths)
+  else:
+    out = model.module.apply({"params": model.params}, tokens_BxT)
+  return out[0]
+
+
+def start(model: Model, prompts_BxP, prompt_lengths_B, max_len: int):
+  """Decode state for a fresh generation: ``(cache, tokens_BxS, seq_len_B)``.
+
+  Invariant kept by every loop: the cache has committed every token of the buffer except the
+  last one (``seq_len - 1`` slots); the last token is fed next. For a decoder-only model the
+  buffer starts as the prompt; for an encoder-decoder the prompt goes to the encoder and the
+  buffer starts as the decoder start token.
+  """
+  b, p = prompts_BxP.shape
+  cfg = model.config
+  if model.is_encoder_decoder:
+    cache = model.module.apply({"params": model.params}, prompts_BxP, prompt_lengths_B, max_len,
+                               method="init_cache")
+    tokens = jnp.full((b, max_len), cfg.decoder_start_id, jnp.int32)
+    return cache, tokens, jnp.ones((b,), jnp.int32)
+  cache = kv_cache.init_cache(cfg.num_layers, b, max_len, cfg.num_kv_heads, cfg.head_dim)
+  _, _, cache = forward(model, prompts_BxP, cache)  # prefill; pads past each row's length are masked later
+  cache = cache.with_length(prompt_lengths_B - 1)
+  tokens = jnp.zeros((b, max_len), jnp.int32).at[:, :p].set(prompts_BxP)
+  return cache, tokens, prompt_lengths_B.astype(jnp.int32)

@@ -1,0 +1,54 @@
+"""A model is a bundle (module, config, params): one pytree, params as a plain nested dict."""
+from __future__ import annotations
+
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+@flax.struct.dataclass
+class Model:
+  module: nn.Module = flax.struct.field(pytree_node=False)
+  params: Any
+
+  @property
+  def config(self):
+    return self.module.cfg
+
+  @property
+  def vocab_size(self) -> int:
+    return self.module.cfg.vocab_size
+
+  @property
+  def is_encoder_decoder(self) -> bool:
+    return getattr(self.module, "is_encoder_decoder", False)
+
+  @property
+  def num_params(self) -> int:
+    return sum(x.size for x in jax.tree_util.tree_leaves(self.params))
+
+  def cast(self, dtype) -> "Model":
+    return self.replace(params=jax.tree_util.tree_map(lambda x: x.astype(dtype), self.params))
+
+
+def _dummy_inputs(module):
+  if getattr(module, "is_encoder_decoder", False):
+    return (jnp.zeros((1, 2), jnp.int32),), {"encoder_tokens": jnp.zeros((1, 2), jnp.int32)}
+  return (jnp.zeros((1, 2), jnp.int32),), {}
+
+
+def init_model(module: nn.Module, seed: int = 0) -> Model:
+  args, kwargs = _dummy_inputs(module)
+  variables = module.init(jax.random.PRNGKey(seed), *args, **kwargs)
+  return Model(module=module, params=nn.unbox(variables["params"]))
+
+
+def logical_axes(model_or_module) -> Any:
+  """Pytree (like params) of PartitionSpecs over logical axis names; computed abstractly."""
+  module = getattr(model_or_module, "module", model_or_module)
+  args, kwargs = _dummy_inputs(module)
+  abstract = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))
+  return nn.get_partition_spec(abstract)["params"]

@@ -1,0 +1,78 @@
+"""The KV cache: an explicit pytree that every layer takes and returns.
+
+Keys/values live in one buffer per kind, ``[layers, batch, max_len, kv_heads, head_dim]``, and
+``length[b]`` says how many slots of row ``b`` are *committed*. A forward pass writes its new
+keys/values at slots ``length .. length + T - 1`` but does not commit them; the caller commits
+what it accepted with :func:`commit`. Attention masks every slot at or past ``length`` (except
+the new tokens themselves), so rolling back rejected tokens is only a length change.
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+
+
+@flax.struct.dataclass
+class KVCache:
+  k_LxBxSxKxD: jax.Array
+  v_LxBxSxKxD: jax.Array
+  length_B: jax.Array  # int32: committed slots per row
+
+  @property
+  def max_len(self) -> int:
+    return self.k_LxBxSxKxD.shape[2]
+
+  @property
+  def batch_size(self) -> int:
+    return self.k_LxBxSxKxD.shape[1]
+
+  def with_length(self, length_B) -> "KVCache":
+    """Commit (advance) or roll back: only the per-row length changes."""
+    return self.replace(length_B=jnp.asarray(length_B, jnp.int32))
+
+
+def init_cache(num_layers, batch, max_len, num_kv_heads, head_dim, dtype=jnp.float32) -> KVCache:
+  shape = (num_layers, batch, max_len, num_kv_heads, head_dim)
+  return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), jnp.zeros((batch,), jnp.int32))
+
+
+def write_rows(buf_BxSx, new_BxTx, start_B):
+  """Writes ``new[b]`` into ``buf[b, start[b]:start[b]+T]`` for every row."""
+  def one(buf, new, start):
+    idx = (start,) + (0,) * (buf.ndim - 1)
+    return jax.lax.dynamic_update_slice(buf, new.astype(buf.dtype), idx)
+  return jax.vmap(one)(buf_BxSx, new_BxTx, start_B)
+
+
+def write_layer(buf_LxBxSxKxD, layer: int, new_BxTxKxD, start_B):
+  """Writes one layer's new keys (or values) in place into the stacked buffer."""
+  def one(buf_LxSxKxD, new_TxKxD, start):
+    return jax.lax.dynamic_update_slice(buf_LxSxKxD, new_TxKxD[None].astype(buf_LxSxKxD.dtype),
+                                        (layer, start, 0, 0))
+  return jax.vmap(one, in_axes=(1, 0, 0), out_axes=1)(buf_LxBxSxKxD, new_BxTxKxD, start_B)
+
+
+def gather_rows(buf_BxSx, idx_BxT):
+  """``out[b, t] = buf[b, idx[b, t]]`` for a buffer with trailing dims."""
+  return jax.vmap(lambda buf, idx: buf[idx])(buf_BxSx, idx_BxT)
+
+
+def attention_mask(length_B, max_len, new_mask_TxT):
+  """Boolean ``[B, T, S]``: query t may see committed slots and the new slots its mask allows.
+
+  New token t sits in slot ``length + t``. ``new_mask_TxT[t, u]`` says whether new token t sees
+  new token u (causal for a chain, ancestors-and-self for a tree).
+  """
+  t = new_mask_TxT.shape[0]
+  slot_S = jnp.arange(max_len)
+  rel_BxS = slot_S[None, :] - length_B[:, None]
+  committed_BxS = rel_BxS < 0
+  in_new_BxS = (rel_BxS >= 0) & (rel_BxS < t)
+  new_BxTxS = jnp.take(new_mask_TxT, jnp.clip(rel_BxS, 0, t - 1), axis=1)  # [T, B, S]
+  new_BxTxS = jnp.transpose(new_BxTxS, (1, 0, 2)) & in_new_BxS[:, None, :]
+  return committed_BxS[:, None, :] | new_BxTxS
+
+
+def causal_mask(t: int) -> jax.Array:
+  return jnp.tril(jnp.ones((t, t), bool))

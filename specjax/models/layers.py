@@ -1,0 +1,50 @@
+"""Building blocks shared by the model families: RMSNorm, RoPE, dot-product attention."""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Init = nn.initializers
+
+
+def param_with_axes(module: nn.Module, name, init_fn, shape, axes, dtype=jnp.float32):
+  """A param whose logical axis names travel with it (read back by specjax.sharding)."""
+  return module.param(name, nn.with_logical_partitioning(init_fn, axes), shape, dtype)
+
+
+class RMSNorm(nn.Module):
+  eps: float = 1e-6
+
+  @nn.compact
+  def __call__(self, x):
+    scale = param_with_axes(self, "scale", Init.ones, (x.shape[-1],), ("embed",))
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+    return (y * scale).astype(x.dtype)
+
+
+def rope(x_BxTxHxD, positions_BxT, theta: float):
+  """Rotary embedding, rotate-half layout (the Llama/HF convention, so imports are a copy)."""
+  d = x_BxTxHxD.shape[-1]
+  freq = theta ** (-jnp.arange(0, d, 2, dtype=jnp.float32) / d)
+  angle_BxTxF = positions_BxT[..., None].astype(jnp.float32) * freq
+  sin, cos = jnp.sin(angle_BxTxF)[:, :, None, :], jnp.cos(angle_BxTxF)[:, :, None, :]
+  x1, x2 = jnp.split(x_BxTxHxD.astype(jnp.float32), 2, axis=-1)
+  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+  return out.astype(x_BxTxHxD.dtype)
+
+
+def attend(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask_BxTxS, bias_BxHxTxS=None, scale=None):
+  """Grouped-query attention; H must be a multiple of K. Softmax in float32."""
+  b, t, h, d = q_BxTxHxD.shape
+  kvh = k_BxSxKxD.shape[2]
+  q = q_BxTxHxD.reshape(b, t, kvh, h // kvh, d)
+  scale = d ** -0.5 if scale is None else scale
+  s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q, k_BxSxKxD).astype(jnp.float32) * scale
+  if bias_BxHxTxS is not None:  # T5's relative position bias
+    s_BxKxGxTxS = s_BxKxGxTxS + bias_BxHxTxS.reshape(-1, kvh, h // kvh, *bias_BxHxTxS.shape[-2:])
+  s_BxKxGxTxS = jnp.where(mask_BxTxS[:, None, None], s_BxKxGxTxS, -1e30)
+  w = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype)
+  out = jnp.einsum("bkgts,bskd->btkgd", w, v_BxSxKxD)
+  return out.reshape(b, t, h, d)
