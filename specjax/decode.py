@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax import accept, validate
+from specjax import accept, sharding, validate
 from specjax.models import api, kv_cache
 from specjax.sampling import Sampling
 
@@ -87,15 +87,18 @@ def _generate(model, prompts_BxP, prompt_lengths_B, rng, *, max_new_tokens, samp
 
 
 def generate(model, prompts, prompt_lengths, *, max_new_tokens: int, sampling: Sampling = Sampling(),
-             rng=None, eos_id: int | None = None, pad_id: int = 0, max_len: int | None = None) -> GenerateOutput:
-  """Autoregressive baseline: one target call per token."""
+             rng=None, eos_id: int | None = None, pad_id: int = 0, max_len: int | None = None,
+             mesh=None) -> GenerateOutput:
+  """Autoregressive baseline: one target call per token. ``mesh``: see :mod:`specjax.sharding`."""
   prompts, prompt_lengths, max_len = validate.inputs(model, prompts, prompt_lengths, max_new_tokens,
                                                      extra=1, max_len=max_len)
   rng = jax.random.PRNGKey(0) if rng is None else rng
-  tokens, lengths, steps = _generate(model, prompts, prompt_lengths, rng, max_new_tokens=max_new_tokens,
-                                     sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
-  steps = int(steps)
-  return GenerateOutput(np.asarray(tokens), np.asarray(lengths),
+  model, _, prompts, prompt_lengths, rng = sharding.prepare(mesh, model, None, prompts, prompt_lengths, rng)
+  with sharding.decode_context(mesh):
+    tokens, lengths, steps = _generate(model, prompts, prompt_lengths, rng, max_new_tokens=max_new_tokens,
+                                       sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len)
+  steps, tokens, lengths = int(steps), sharding.to_host(tokens), sharding.to_host(lengths)  # to_host: multi-host
+  return GenerateOutput(tokens, lengths,
                         {"iterations": steps, "target_calls": steps, "generated_tokens": int(np.sum(lengths))})
 
 
@@ -168,7 +171,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, 
 
 def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int, max_new_tokens: int,
                          sampling: Sampling = Sampling(), rng=None, eos_id: int | None = None, pad_id: int = 0,
-                         max_len: int | None = None, lenience: float = 1.0) -> GenerateOutput:
+                         max_len: int | None = None, lenience: float = 1.0, mesh=None) -> GenerateOutput:
   """Speculative decoding: ``drafter`` proposes ``gamma`` tokens, ``target`` verifies them in one pass.
 
   Greedy (``sampling.temperature == 0``) output equals :func:`generate`'s token for token;
@@ -181,10 +184,14 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   prompts, prompt_lengths, max_len = validate.inputs(target, prompts, prompt_lengths, max_new_tokens,
                                                      extra=gamma + 1, max_len=max_len)
   rng = jax.random.PRNGKey(0) if rng is None else rng
-  tokens, lengths, stats = _speculative(target, drafter, prompts, prompt_lengths, rng, gamma=gamma,
-                                        max_new_tokens=max_new_tokens, sampling=sampling, eos_id=eos_id,
-                                        pad_id=pad_id, max_len=max_len, lenience=float(lenience))
-  return GenerateOutput(np.asarray(tokens), np.asarray(lengths), summarize(stats, lengths, gamma, lenience))
+  target, drafter, prompts, prompt_lengths, rng = sharding.prepare(mesh, target, drafter, prompts, prompt_lengths,
+                                                                   rng)  # mesh: shard weights, split batch
+  with sharding.decode_context(mesh):
+    tokens, lengths, stats = _speculative(target, drafter, prompts, prompt_lengths, rng, gamma=gamma,
+                                          max_new_tokens=max_new_tokens, sampling=sampling, eos_id=eos_id,
+                                          pad_id=pad_id, max_len=max_len, lenience=float(lenience))
+  tokens, lengths = sharding.to_host(tokens), sharding.to_host(lengths)  # gathers when the mesh spans hosts
+  return GenerateOutput(tokens, lengths, summarize(stats, lengths, gamma, lenience))
 
 
 def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0) -> dict[str, Any]:

@@ -22,12 +22,26 @@ def model():
   return testing.tiny_t5(relative_attention_num_buckets=16, relative_attention_max_distance=12)
 
 
-def _full(model, dec_BxN):
-  return np.asarray(api.logits(model, dec_BxN, encoder_tokens=ENC_BxS, encoder_lengths=ENC_LEN_B))
+# jitted: eager dispatch of a few hundred small ops per call dominates the test time on CPU
+_logits = jax.jit(lambda model, dec, enc, lens: api.logits(model, dec, encoder_tokens=enc, encoder_lengths=lens))
+_forward = jax.jit(api.forward)
+_init_cache = jax.jit(lambda model, enc, lens, max_len: model.module.apply(
+    {"params": model.params}, enc, lens, max_len, method="init_cache"), static_argnums=3)
+_start = jax.jit(api.start, static_argnums=3)
+
+
+N_FULL = 12  # every full forward pads to this length, so one compile serves all tests
+
+
+def _full(model, dec_BxN, enc_BxS=ENC_BxS, enc_len_B=ENC_LEN_B):
+  """Full-forward logits for dec; causal, so trailing pad tokens change nothing before them."""
+  n = dec_BxN.shape[1]
+  dec = np.pad(dec_BxN, ((0, 0), (0, N_FULL - n)), constant_values=2)
+  return np.asarray(_logits(model, jnp.asarray(dec), jnp.asarray(enc_BxS), jnp.asarray(enc_len_B)))[:, :n]
 
 
 def _new_cache(model, max_len=24) -> T5Cache:
-  return model.module.apply({"params": model.params}, ENC_BxS, ENC_LEN_B, max_len, method="init_cache")
+  return _init_cache(model, jnp.asarray(ENC_BxS), jnp.asarray(ENC_LEN_B), max_len)
 
 
 def _seq(b, n, seed, vocab=64):
@@ -35,14 +49,22 @@ def _seq(b, n, seed, vocab=64):
 
 
 def _step(model, cache, tokens_BxT, positions_BxT=None, new_mask_TxT=None):
-  logits, _, cache = api.forward(model, jnp.asarray(tokens_BxT), cache, positions_BxT, new_mask_TxT)
+  logits, _, cache = _forward(model, jnp.asarray(tokens_BxT), cache, positions_BxT, new_mask_TxT)
   return np.asarray(logits), cache
+
+
+def _prefill(model, cache, seq_BxN):
+  """Feeds seq in chunks of 3 (steps use T in {3, 1} only: fewer compiles) and commits it."""
+  for a in range(0, seq_BxN.shape[1], 3):
+    _, cache = _step(model, cache, seq_BxN[:, a:a + 3])
+    cache = cache.with_length(cache.length_B + seq_BxN[:, a:a + 3].shape[1])
+  return cache
 
 
 def test_chunked_prefix_matches_full(model):
   seq = _seq(2, 10, 0)
   cache, got = _new_cache(model), []
-  for a, b in [(0, 3), (3, 4), (4, 8), (8, 10)]:
+  for a, b in [(0, 3), (3, 4), (4, 7), (7, 10)]:
     logits, cache = _step(model, cache, seq[:, a:b])
     np.testing.assert_array_equal(cache.length_B, [a, a])  # the step never commits
     cache = cache.with_length(cache.length_B + (b - a))
@@ -53,11 +75,10 @@ def test_chunked_prefix_matches_full(model):
 def test_ragged_rows_match_full(model):
   seq = _seq(2, 12, 1)
   full = _full(model, seq)
-  cache = _new_cache(model)
-  _, cache = _step(model, cache, seq[:, :6])
+  cache = _prefill(model, _new_cache(model), seq[:, :6])
   length = np.array([3, 6], np.int32)  # row 0 keeps only 3 of the 6 written slots
   cache = cache.with_length(length)
-  for t in (3, 1):
+  for t in (3, 1, 1):
     idx = length[:, None] + np.arange(t)[None]
     logits, cache = _step(model, cache, np.take_along_axis(seq, idx, 1))
     for b in range(2):
@@ -67,33 +88,30 @@ def test_ragged_rows_match_full(model):
 
 
 def test_rollback_then_rewrite_matches_full(model):
-  prefix, junk, fresh = _seq(2, 5, 2), _seq(2, 4, 3), _seq(2, 3, 4)
-  cache = _new_cache(model)
-  _, cache = _step(model, cache, prefix)
-  cache = cache.with_length(np.array([5, 5]))
-  _, cache = _step(model, cache, junk)  # committed, then rejected below
-  cache = cache.with_length(np.array([7, 9]))
-  back = np.array([4, 5], np.int32)
+  prefix, junk, fresh = _seq(2, 6, 2), _seq(2, 3, 3), _seq(2, 3, 4)
+  cache = _prefill(model, _new_cache(model), prefix)
+  _, cache = _step(model, cache, junk)
+  cache = cache.with_length(np.array([9, 9]))  # junk committed, then rejected below
+  back = np.array([4, 6], np.int32)
   cache = cache.with_length(back)
   logits, _ = _step(model, cache, fresh)
+  seq = np.full((2, 9), 2, np.int32)
   for b in range(2):
-    seq = np.concatenate([prefix[b, :back[b]], fresh[b]])[None]
-    want = np.asarray(api.logits(model, seq, encoder_tokens=ENC_BxS[b:b + 1],
-                                 encoder_lengths=ENC_LEN_B[b:b + 1]))[0, back[b]:]
-    np.testing.assert_allclose(logits[b], want, atol=ATOL)
+    seq[b, :back[b] + 3] = np.concatenate([prefix[b, :back[b]], fresh[b]])
+  full = _full(model, seq)
+  for b in range(2):
+    np.testing.assert_allclose(logits[b], full[b, back[b]:back[b] + 3], atol=ATOL)
 
 
 def test_tree_step_matches_each_branch(model):
-  prefix, nodes = _seq(2, 4, 5), _seq(2, 3, 6)  # nodes: a, then siblings b1 and b2 under a
-  cache = _new_cache(model)
-  _, cache = _step(model, cache, prefix)
-  cache = cache.with_length(np.array([4, 4]))
+  prefix, nodes = _seq(2, 3, 5), _seq(2, 3, 6)  # nodes: a, then siblings b1 and b2 under a
+  cache = _prefill(model, _new_cache(model), prefix)
   mask = jnp.array([[1, 0, 0], [1, 1, 0], [1, 0, 1]], bool)
-  pos = jnp.array([[4, 5, 5]] * 2, jnp.int32)  # position = prefix length + depth
+  pos = jnp.array([[3, 4, 4]] * 2, jnp.int32)  # position = prefix length + depth
   logits, _ = _step(model, cache, nodes, pos, mask)
   for node in (1, 2):
     seq = np.concatenate([prefix, nodes[:, :1], nodes[:, node:node + 1]], 1)
-    np.testing.assert_allclose(logits[:, [0, node]], _full(model, seq)[:, 4:6], atol=ATOL)
+    np.testing.assert_allclose(logits[:, [0, node]], _full(model, seq)[:, 3:5], atol=ATOL)
 
 
 def test_encoder_padding_matches_unpadded(model):
@@ -101,14 +119,14 @@ def test_encoder_padding_matches_unpadded(model):
   padded = _full(model, dec)
   junk = ENC_BxS.copy()
   junk[1, 5:] = [40, 41]  # whatever sits past the length must not matter
-  np.testing.assert_allclose(
-      np.asarray(api.logits(model, dec, encoder_tokens=junk, encoder_lengths=ENC_LEN_B)), padded, atol=ATOL)
-  alone = np.asarray(api.logits(model, dec[1:], encoder_tokens=ENC_BxS[1:, :5]))
+  np.testing.assert_allclose(_full(model, dec, junk), padded, atol=ATOL)
+  # plain api.logits, no lengths: the default is the full encoder length
+  alone = np.asarray(jax.jit(api.logits)(model, dec[1:], encoder_tokens=ENC_BxS[1:, :5]))
   np.testing.assert_allclose(padded[1:], alone, atol=ATOL)
 
 
 def test_api_start_feeds_decoder_start_token(model):
-  cache, tokens, seq_len = api.start(model, jnp.asarray(ENC_BxS), jnp.asarray(ENC_LEN_B), 16)
+  cache, tokens, seq_len = _start(model, jnp.asarray(ENC_BxS), jnp.asarray(ENC_LEN_B), 16)
   np.testing.assert_array_equal(seq_len, [1, 1])
   np.testing.assert_array_equal(cache.length_B, [0, 0])
   assert (np.asarray(tokens) == model.config.decoder_start_id).all()
@@ -228,5 +246,5 @@ def test_matches_hf_t5_v1_1():
               attention_mask=torch.tensor(np.arange(20)[None] < enc_len[:, None], dtype=torch.long),
               decoder_input_ids=torch.tensor(dec, dtype=torch.long)).logits.numpy()
   ours = checkpoint.from_flat_params(T5(cfg), _hf_to_flat(hf.state_dict(), cfg), source="hf")
-  got = np.asarray(api.logits(ours, dec, encoder_tokens=enc, encoder_lengths=enc_len))
+  got = np.asarray(_logits(ours, jnp.asarray(dec), jnp.asarray(enc), jnp.asarray(enc_len)))
   np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,371 @@
+"""Plan a sharded deployment on a laptop: compile decode steps with abstract inputs, no weights.
+
+``dry_run(config)`` lowers three steps on a (fake) mesh of the config's size, with params and KV
+cache as ``jax.ShapeDtypeStruct`` carrying ``NamedSharding``s (``jax.eval_shape`` for the shapes,
+so nothing is allocated):
+
+* target step: the target reads one token (autoregressive decoding, one call per token);
+* draft step: the drafter reads one token (``gamma`` of these per speculative iteration);
+* verify step: the target reads ``gamma + 1`` tokens (one per speculative iteration).
+
+Each step is ``forward + argmax`` with the cache donated. From the compiled executable it reads
+``cost_analysis()`` (FLOPs, bytes accessed), ``memory_analysis()`` (temp bytes) and counts
+collectives in the HLO text; param and KV-cache bytes per device come from shapes and shardings.
+
+Depth is extrapolated, not compiled: each step is compiled at 2 and 4 layers and every per-step
+number is taken as linear in depth, ``x(L) = x(2) + (L - 2) * (x(4) - x(2)) / 2`` (layers are
+identical and unrolled, so this is exact for collective counts and close for costs). Compiling
+80 unrolled layers on 16 fake CPU devices would take minutes each.
+
+Roofline latency per step (per device; all devices run the same SPMD program)::
+
+  t = max(flops / peak_flops, bytes / hbm_bandwidth)         # compute- or memory-bound body
+      + n_collectives * collective_latency                     # fixed cost per collective
+      + collective_bytes / interconnect_bandwidth              # ring traffic, 2(n-1)/n per all-reduce
+
+Collectives are serialized with compute (no overlap): at batch 1 each all-reduce sits on the
+critical path between two matmuls. When the current process has fewer devices than the mesh, the
+dry run re-runs itself in a subprocess with ``--xla_force_host_platform_device_count``.
+Numbers from the CPU compiler are a plan, not a measurement: the TPU compiler fuses differently
+(bytes accessed on CPU include f32 upcasts of bf16 dots), so the table also shows the analytic
+weights+cache bytes each step must stream at least once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from specjax import hardware, sharding
+from specjax.models import api, bundle
+from specjax.models.bundle import Model
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_OP = re.compile(r"=\s*(?P<shape>\(.*?\)|\w+\[[^\]]*\]\S*)\s+(?P<op>" + "|".join(COLLECTIVES) + r")(?P<start>-start)?\(")
+_ARRAY = re.compile(r"(?P<dt>[a-z]+\d*)\[(?P<dims>[\d,]*)\]")
+_GROUPS_IOTA = re.compile(r"replica_groups=\[(\d+),(\d+)\]")  # [groups, size]<=[n]
+_GROUPS_LIST = re.compile(r"replica_groups=\{\{([\d,]*)\}")   # {{0,1,..},..}
+_GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")  # mesh['a'=2,..] {'a'}
+_DEPTHS = (2, 4)
+PAPER = {
+    "chen2023": {"baseline_ms_per_token": 14.1, "sps_greedy_xsum_ms_per_token": 7.00, "gamma": 4,
+                 "speedup_greedy_xsum": round(14.1 / 7.00, 2), "source": "Chen et al. 2023 (arXiv 2302.01318) tab. 1"},
+    "leviathan2022": {"speedup": 3.4, "alpha": 0.75, "gamma": 7,
+                      "source": "Leviathan et al. 2022 (arXiv 2211.17192) tab. 2, T5-XXL/T5-small EnDe temp 0"},
+}
+
+
+# ----------------------------------------------------------------------------- HLO collectives
+def _text(compiled_or_text) -> str:
+  return compiled_or_text if isinstance(compiled_or_text, str) else compiled_or_text.as_text()
+
+
+def count_collectives(compiled_or_text) -> dict[str, int]:
+  """Collective ops in (compiled) HLO text, by kind, plus ``total``.
+
+  Static count: an op inside a while loop counts once. Async pairs count by their ``-start``.
+  """
+  counts = dict.fromkeys(COLLECTIVES, 0)
+  for m in _OP.finditer(_text(compiled_or_text)):
+    counts[m["op"]] += 1
+  counts["total"] = sum(counts.values())
+  return counts
+
+
+def _array_bytes(shape_text: str) -> list[int]:
+  out = []
+  for m in _ARRAY.finditer(shape_text):
+    dims = [int(d) for d in m["dims"].split(",") if d]
+    bits = int(re.sub(r"\D", "", m["dt"]) or 8) if m["dt"] != "pred" else 8
+    out.append(math.prod(dims) * bits // 8)
+  return out
+
+
+def _group_size(line: str, num_devices: int) -> int:
+  if m := _GROUPS_MESH.search(line):
+    sizes = {k: int(v) for k, v in re.findall(r"'(\w+)'=(\d+)", m[1])}
+    return math.prod(sizes[a] for a in re.findall(r"'(\w+)'", m[2]))
+  if m := _GROUPS_IOTA.search(line):
+    return int(m[2])
+  if m := _GROUPS_LIST.search(line):
+    return len(m[1].split(","))
+  return num_devices
+
+
+def collective_bytes(compiled_or_text, num_devices: int) -> float:
+  """Bytes each device sends for the collectives, ring algorithms (2(n-1)/n per all-reduce)."""
+  total = 0.0
+  for line in _text(compiled_or_text).splitlines():
+    m = _OP.search(line)
+    if not m:
+      continue
+    sizes = _array_bytes(m["shape"])
+    size = sizes[-1] if m["start"] else sum(sizes)  # an async start's tuple ends with its output
+    n = _group_size(line, num_devices)
+    if n <= 1:
+      continue
+    factor = {"all-reduce": 2 * (n - 1) / n, "collective-permute": 1.0}.get(m["op"], (n - 1) / n)
+    total += factor * size
+  return total
+
+
+# ----------------------------------------------------------------------------- abstract inputs
+def build_module(cfg: dict) -> nn.Module:
+  cfg = dict(cfg)
+  family = cfg.pop("family", "decoder")
+  if family == "decoder":
+    from specjax.models.decoder import Decoder, DecoderConfig  # pylint: disable=import-outside-toplevel
+    return Decoder(DecoderConfig(**cfg))
+  if family == "t5":
+    from specjax.models.t5 import T5, T5Config  # pylint: disable=import-outside-toplevel
+    return T5(T5Config(**cfg))
+  raise ValueError(f"unknown model family {family!r}; expected 'decoder' or 't5'")
+
+
+def with_depth(module: nn.Module, layers: int) -> nn.Module:
+  fields = {f.name for f in dataclasses.fields(module.cfg)}
+  field = "num_layers" if "num_layers" in fields else "num_decoder_layers"  # T5: decoder depth
+  return type(module)(dataclasses.replace(module.cfg, **{field: layers}))
+
+
+def abstract_model(module: nn.Module, mesh, dtype=None, rules=None) -> Model:
+  """A Model whose params are sharded ``ShapeDtypeStruct``s in ``dtype`` (default: compute dtype)."""
+  dtype = jnp.dtype(dtype or module.cfg.dtype)
+  args, kwargs = bundle._dummy_inputs(module)  # pylint: disable=protected-access
+  shapes = nn.unbox(jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))["params"])
+  model = Model(module, shapes)
+  shards = sharding.param_shardings(model, mesh, rules)
+  params = jax.tree_util.tree_map(lambda p, s: jax.ShapeDtypeStruct(p.shape, dtype, sharding=s), shapes, shards)
+  return Model(module, params)
+
+
+def abstract_cache(model: Model, mesh, batch: int, prompt_len: int, max_len: int, dtype=None):
+  """The decode cache's shapes (``jax.eval_shape`` of ``api.start``), sharded: 5-D buffers as
+  ``[layers, batch, len, heads, head_dim]``, everything else batch-first."""
+  dtype = jnp.dtype(dtype or model.config.dtype)
+  sharding.check_batch(batch, mesh)
+  prompts = jax.ShapeDtypeStruct((batch, prompt_len), jnp.int32)
+  lengths = jax.ShapeDtypeStruct((batch,), jnp.int32)
+  cache = jax.eval_shape(functools.partial(api.start, max_len=max_len), model, prompts, lengths)[0]
+
+  def place(x):
+    if x.ndim == 5:
+      return jax.ShapeDtypeStruct(x.shape, dtype if jnp.issubdtype(x.dtype, jnp.floating) else x.dtype,
+                                  sharding=sharding.cache_sharding(mesh))
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding.batch_sharding(mesh, x.ndim))
+  return jax.tree_util.tree_map(place, cache)
+
+
+def per_device_bytes(tree) -> int:
+  """Bytes one device holds of a pytree of sharded ShapeDtypeStructs (or arrays)."""
+  return int(sum(math.prod(x.sharding.shard_shape(x.shape)) * jnp.dtype(x.dtype).itemsize
+                 for x in jax.tree_util.tree_leaves(tree)))
+
+
+def _step(model, cache, tokens_BxT):
+  logits_BxTxV, _, cache = api.forward(model, tokens_BxT, cache)
+  return jnp.argmax(logits_BxTxV, -1).astype(jnp.int32), cache
+
+
+def compile_step(model: Model, cache, mesh, batch: int, num_tokens: int):
+  """Compiles one decode step (``num_tokens`` new tokens per row) with abstract inputs."""
+  tokens = jax.ShapeDtypeStruct((batch, num_tokens), jnp.int32, sharding=sharding.batch_sharding(mesh, 2))
+  with jax.set_mesh(mesh):
+    return jax.jit(_step, donate_argnums=1).lower(model, cache, tokens).compile()
+
+
+def step_costs(compiled, num_devices: int) -> dict[str, float]:
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  out = {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
+         "collective_bytes": collective_bytes(compiled, num_devices)}
+  out.update({f"n_{k}": v for k, v in count_collectives(compiled).items()})
+  try:
+    mem = compiled.memory_analysis()
+    out["temp_bytes"] = float(mem.temp_size_in_bytes)
+  except Exception:  # pylint: disable=broad-except  # not every backend implements it
+    out["temp_bytes"] = float("nan")
+  return out
+
+
+# ----------------------------------------------------------------------------- roofline
+def roofline_s(flops, memory_bytes, n_collectives, coll_bytes, acc: hardware.Accelerator) -> float:
+  return (max(flops / acc.peak_flops, memory_bytes / acc.hbm_bandwidth) + n_collectives * acc.collective_latency_s
+          + coll_bytes / acc.interconnect_bandwidth)
+
+
+def walltime_improvement(alpha: float, gamma: int, c: float, v: float = 1.0) -> float:
+  """Leviathan et al. eq. (walltime) with the verify pass costing ``v`` target steps."""
+  tokens = gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+  return tokens / (gamma * c + v)
+
+
+def implied_alpha(speedup: float, gamma: int, c: float, v: float) -> float | None:
+  """The alpha at which :func:`walltime_improvement` equals ``speedup`` (None if unreachable)."""
+  lo, hi = 0.0, 1.0
+  if walltime_improvement(hi, gamma, c, v) < speedup or walltime_improvement(lo, gamma, c, v) > speedup:
+    return None
+  for _ in range(60):  # increasing in alpha: bisect
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if walltime_improvement(mid, gamma, c, v) < speedup else (lo, mid)
+  return round((lo + hi) / 2, 4)
+
+
+def _extrapolate(by_depth: dict[int, dict], depth: int) -> dict[str, float]:
+  if depth in by_depth:
+    return dict(by_depth[depth])
+  (a, xa), (b, xb) = sorted(by_depth.items())
+  return {k: xa[k] + (depth - a) * (xb[k] - xa[k]) / (b - a) for k in xa}
+
+
+def profile_step(module, mesh, batch, prompt_len, max_len, num_tokens, acc, dtype=None, cache_dtype=None):
+  """Costs of one step at the module's true depth (compiled at <= 4 layers, see module doc)."""
+  depth = module.cfg.num_layers
+  depths = (depth,) if depth <= max(_DEPTHS) else _DEPTHS
+  by_depth, seconds = {}, 0.0
+  for d in depths:
+    model = abstract_model(with_depth(module, d), mesh, dtype)
+    cache = abstract_cache(model, mesh, batch, prompt_len, max_len, cache_dtype)
+    t0 = time.perf_counter()
+    compiled = compile_step(model, cache, mesh, batch, num_tokens)
+    seconds += time.perf_counter() - t0
+    by_depth[d] = step_costs(compiled, mesh.size)
+    by_depth[d].update(param_bytes=per_device_bytes(model.params), cache_bytes=per_device_bytes(cache))
+  out = _extrapolate(by_depth, depth)
+  # CPU: bytes accessed include f32 upcasts of bf16 weights; charge what a step must stream instead.
+  on_cpu = jax.default_backend() == "cpu"
+  out["memory_bytes"] = out["param_bytes"] + out["cache_bytes"] if on_cpu else out["bytes_accessed"]
+  out["latency_s"] = roofline_s(out["flops"], out["memory_bytes"], out["n_total"], out["collective_bytes"], acc)
+  out["compiled_depths"], out["compile_s"] = list(depths), round(seconds, 2)
+  return out
+
+
+# ----------------------------------------------------------------------------- dry run
+def _plain(config) -> dict:
+  return config.to_dict() if hasattr(config, "to_dict") else json.loads(json.dumps(config))
+
+
+def mesh_size(config) -> int:
+  return math.prod(sharding.parse_mesh_shape(_plain(config).get("mesh", "1x1")).values())
+
+
+def dry_run(config) -> dict:
+  """Plans ``config`` (see configs/chinchilla70b_4b.py); abstract shapes only, no weights."""
+  cfg = _plain(config)
+  need = mesh_size(cfg)
+  if jax.device_count() < need:
+    return _in_subprocess(cfg, need)
+  acc = hardware.get(cfg.get("hardware", "tpu_v4"))
+  mesh = sharding.make_mesh(cfg.get("mesh", "1x1"))
+  gamma, batch, prompt_len = int(cfg["gamma"]), int(cfg["batch_size"]), int(cfg["prompt_len"])
+  max_len = prompt_len + int(cfg["max_new_tokens"]) + gamma + 1
+  alpha = float(cfg.get("alpha", 0.75))
+  target = build_module(cfg["target"])
+  args = (mesh, batch, prompt_len, max_len)
+  steps = {"target": profile_step(target, *args, 1, acc), "verify": profile_step(target, *args, gamma + 1, acc)}
+  if cfg.get("drafter_kind", "draft_model") == "draft_model":
+    steps["draft"] = profile_step(build_module(cfg["drafter"]), *args, 1, acc)
+  else:  # weightless drafters (ngram): no device step worth charging
+    steps["draft"] = dict.fromkeys(steps["target"], 0.0) | {"compiled_depths": [], "compile_s": 0.0}
+  t_ms = {k: s["latency_s"] * 1e3 for k, s in steps.items()}
+  c, v = t_ms["draft"] / t_ms["target"], t_ms["verify"] / t_ms["target"]
+  speedup = walltime_improvement(alpha, gamma, c, v)
+  chen = PAPER["chen2023"]
+  param_bytes = steps["target"]["param_bytes"] + steps["draft"]["param_bytes"]
+  cache_bytes = steps["target"]["cache_bytes"] + steps["draft"]["cache_bytes"]
+  return {
+      "hardware": acc.name, "hardware_source": acc.source, "mesh": sharding.mesh_shape_str(mesh),
+      "num_devices": mesh.size, "compile_backend": jax.default_backend(), "gamma": gamma, "alpha": alpha,
+      "batch_size": batch, "max_len": max_len,
+      "target_step_ms": round(t_ms["target"], 4), "draft_step_ms": round(t_ms["draft"], 4),
+      "verify_step_ms": round(t_ms["verify"], 4), "c": round(c, 4), "v": round(v, 4),
+      "per_device_param_bytes": int(param_bytes), "per_device_kv_cache_bytes": int(cache_bytes),
+      "per_device_target_param_bytes": int(steps["target"]["param_bytes"]),
+      "per_device_draft_param_bytes": int(steps["draft"]["param_bytes"]),
+      "fits_hbm": bool(param_bytes + cache_bytes < acc.hbm_bytes), "hbm_bytes": acc.hbm_bytes,
+      "collectives_per_target_step": int(round(steps["target"]["n_total"])),
+      "collectives_per_draft_step": int(round(steps["draft"]["n_total"])),
+      "collectives_per_verify_step": int(round(steps["verify"]["n_total"])),
+      "predicted_speedup": round(speedup, 3),
+      "predicted_ar_ms_per_token": round(t_ms["target"], 3),
+      "predicted_sd_ms_per_token": round(t_ms["target"] / speedup, 3),
+      "alpha_implied_by_chen_greedy_xsum": implied_alpha(chen["speedup_greedy_xsum"], chen["gamma"], c, v),
+      "paper": PAPER, "steps": steps,
+  }
+
+
+def _in_subprocess(cfg: dict, num_devices: int) -> dict:
+  env = sharding.force_cpu_devices_env(num_devices)
+  env["JAX_PLATFORMS"] = "cpu"  # the fake mesh lives on the host CPU
+  proc = subprocess.run([sys.executable, "-m", "specjax.dryrun", "--json", "-"], input=json.dumps(cfg),
+                        capture_output=True, text=True, env=env, check=False)
+  lines = [l for l in proc.stdout.splitlines() if l.startswith("DRYRUN_JSON ")]
+  if proc.returncode or not lines:
+    raise RuntimeError(f"dry run subprocess failed (rc={proc.returncode}):\n{proc.stderr[-3000:]}")
+  return json.loads(lines[-1][len("DRYRUN_JSON "):])
+
+
+def _gb(x):
+  return f"{x / 1e9:.3f} GB"
+
+
+def format_table(result: dict) -> str:
+  """A human-readable summary of :func:`dry_run`'s result."""
+  r, s, paper = result, result["steps"], result["paper"]
+  rows = [f"dry run: mesh {r['mesh']} ({r['num_devices']} devices), roofline for {r['hardware']} "
+          f"(compiled on {r['compile_backend']}), batch {r['batch_size']}, max_len {r['max_len']}",
+          f"  {'step':<8}{'ms':>9}{'collectives':>13}{'GFLOP/dev':>11}{'GB read/dev':>13}{'coll KB/dev':>13}"
+          f"{'depths':>9}"]
+  for name in ("target", "draft", "verify"):
+    x = s[name]
+    rows.append(f"  {name:<8}{r[name + '_step_ms']:>9.3f}{round(x['n_total']):>13d}{x['flops'] / 1e9:>11.3f}"
+                f"{x['memory_bytes'] / 1e9:>13.3f}{x['collective_bytes'] / 1e3:>13.1f}"
+                f"{','.join(map(str, x['compiled_depths'])):>9}")
+  chen, lev = paper["chen2023"], paper["leviathan2022"]
+  rows += [
+      f"  per device: params {_gb(r['per_device_param_bytes'])} (target {_gb(r['per_device_target_param_bytes'])}, "
+      f"draft {_gb(r['per_device_draft_param_bytes'])}), KV caches {_gb(r['per_device_kv_cache_bytes'])}, "
+      f"HBM {_gb(r['hbm_bytes'])} -> {'fits' if r['fits_hbm'] else 'DOES NOT FIT'}",
+      f"  c = draft/target = {r['c']:.4f}   v = verify/target = {r['v']:.4f}   gamma = {r['gamma']}",
+      f"  predicted: {r['predicted_ar_ms_per_token']:.2f} ms/token autoregressive, "
+      f"{r['predicted_sd_ms_per_token']:.2f} ms/token speculative, speedup {r['predicted_speedup']:.2f}x "
+      f"at alpha {r['alpha']}",
+      f"  paper (Chen 2023, 16 TPU v4, K=4): {chen['baseline_ms_per_token']} ms/token -> "
+      f"{chen['sps_greedy_xsum_ms_per_token']} ms/token greedy XSum ({chen['speedup_greedy_xsum']}x); "
+      f"alpha that gives {chen['speedup_greedy_xsum']}x at this c, v: {r['alpha_implied_by_chen_greedy_xsum']}",
+      f"  paper (Leviathan 2022, T5-XXL): {lev['speedup']}x at alpha {lev['alpha']}, gamma {lev['gamma']}",
+      "  model: ms = max(FLOPs/peak, bytes/HBM BW) + collectives x latency + collective bytes / ICI BW",
+  ]
+  return "\n".join(rows)
+
+
+def _load_config(spec: str):
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  path, _, arg = spec.partition(":")
+  mod_spec = importlib.util.spec_from_file_location("_dryrun_config", path)
+  mod = importlib.util.module_from_spec(mod_spec)
+  mod_spec.loader.exec_module(mod)
+  return mod.get_config(arg) if arg else mod.get_config()
+
+
+def main(argv):
+  """``python -m specjax.dryrun configs/x.py[:arg]`` prints the table; ``--json -`` is the subprocess protocol."""
+  if argv[:1] == ["--json"]:
+    cfg = json.loads(sys.stdin.read() if argv[1] == "-" else argv[1])
+    print("DRYRUN_JSON " + json.dumps(dry_run(cfg)))
+    return
+  result = dry_run(_load_config(argv[0]))
+  print(format_table(result))
+
+
+if __name__ == "__main__":
+  main(sys.argv[1:])

@@ -1,0 +1,167 @@
+"""Sharded decoding == one device; clear errors; Megatron collectives per layer; the dry run.
+
+Needs 8 CPU devices: tests/conftest.py sets XLA_FLAGS before jax is imported.
+"""
+import functools
+import pathlib
+
+import flax.linen as nn
+import jax
+import numpy as np
+import pytest
+
+import specjax
+from specjax import dryrun, sharding, testing
+from specjax.drafters import DraftModel, NGram
+from specjax.sampling import Sampling
+
+CPU = jax.devices("cpu")
+pytestmark = pytest.mark.skipif(len(CPU) < 8, reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8 "
+                                "set before jax is imported (tests/conftest.py does it)")
+# heads, kv_heads, mlp, vocab all divide 8, so every mesh below shards every weight
+DIMS = dict(vocab_size=64, num_heads=8, head_dim=4, mlp_dim=64)
+PROMPTS_BxP = np.random.default_rng(0).integers(2, 64, (8, 6))
+LENGTHS_B = np.array([6, 3, 5, 6, 2, 4, 6, 1])
+GAMMA, MAX_NEW = 3, 8
+
+
+def _mesh(shape):
+  return sharding.make_mesh(shape, devices=CPU)
+
+
+@functools.lru_cache(maxsize=None)
+def _models(family):
+  with jax.default_device(CPU[0]):
+    if family == "decoder":
+      target = testing.tiny_decoder(num_kv_heads=8, **DIMS)
+    else:
+      target = testing.tiny_t5(**DIMS)
+    return target, testing.perturbed(target, 0.3, seed=1)  # a drafter that mostly agrees
+
+
+def _run(family, drafter_kind, temperature, mesh_shape=None):
+  target, draft = _models(family)
+  drafter = DraftModel(draft) if drafter_kind == "draft" else NGram(2)
+  mesh = None if mesh_shape is None else _mesh(mesh_shape)
+  with jax.default_device(CPU[0]):
+    kw = dict(max_new_tokens=MAX_NEW, sampling=Sampling(temperature), rng=jax.random.PRNGKey(7), mesh=mesh)
+    if drafter_kind == "ar":
+      return specjax.generate(target, PROMPTS_BxP, LENGTHS_B, **kw)
+    return specjax.speculative_generate(target, drafter, PROMPTS_BxP, LENGTHS_B, gamma=GAMMA, **kw)
+
+
+_reference = functools.lru_cache(maxsize=None)(_run)  # one single-device run per setting
+
+
+@pytest.mark.parametrize("family,drafter_kind,temperature,mesh_shape", [
+    ("decoder", "draft", 0.0, "1x8"),
+    ("decoder", "draft", 0.0, "8x1"),
+    ("decoder", "draft", 1.0, "2x4"),
+    ("decoder", "ngram", 0.0, "1x8"),
+    ("decoder", "ngram", 1.0, "2x4"),
+    ("decoder", "ar", 1.0, "2x4"),
+    ("t5", "draft", 1.0, "2x4"),
+])  # each setting costs two compiles (~5 s each on 2 cores): one per combination that matters
+def test_sharded_tokens_equal_single_device(family, drafter_kind, temperature, mesh_shape):
+  ref = _reference(family, drafter_kind, temperature)
+  out = _run(family, drafter_kind, temperature, mesh_shape)
+  np.testing.assert_array_equal(out.tokens, ref.tokens)
+  np.testing.assert_array_equal(out.lengths, ref.lengths)
+  assert out.stats["iterations"] == ref.stats["iterations"]
+
+
+def test_shard_places_params_by_rules():
+  target, draft = _models("decoder")
+  mesh = _mesh("2x4")
+  placed = sharding.shard(DraftModel(draft), mesh).model.params  # a DraftModel has its model placed
+  assert placed["layer_0"]["attn"]["q"].sharding.spec == jax.sharding.PartitionSpec(None, "model", None)
+  assert placed["layer_0"]["mlp"]["down"].sharding.spec == jax.sharding.PartitionSpec("model", None)
+  assert placed["final_norm"]["scale"].sharding.is_fully_replicated
+  assert sharding.shard(NGram(2), mesh) == NGram(2)
+  assert sharding.cache_sharding(mesh).spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
+  assert sharding.make_mesh({"data": 2, "model": 4}, devices=CPU).shape == _mesh("2x4").shape
+  del target
+
+
+def test_mesh_larger_than_devices():
+  with pytest.raises(ValueError, match=r"needs 16 devices but only 8 are present"):
+    sharding.make_mesh("4x4", devices=CPU)
+  with pytest.raises(ValueError, match="must look like"):
+    sharding.make_mesh("2by4")
+
+
+def test_non_divisible_heads_and_batch():
+  module = dryrun.build_module(dict(family="decoder", num_heads=4, num_kv_heads=2))
+  shapes = nn.unbox(jax.eval_shape(module.init, jax.random.PRNGKey(0), np.zeros((1, 2), np.int32))["params"])
+  model = specjax.Model(module, shapes)  # abstract: the check runs before any weight moves
+  with pytest.raises(ValueError, match=r"num_kv_heads=2 is not divisible by mesh axis model=4"):
+    sharding.shard(model, _mesh("2x4"))
+  target, draft = _models("decoder")
+  with pytest.raises(ValueError, match=r"batch=3 is not divisible by mesh axis data=2"):
+    specjax.speculative_generate(target, DraftModel(draft), PROMPTS_BxP[:3], LENGTHS_B[:3], gamma=GAMMA,
+                                 max_new_tokens=2, mesh=_mesh("2x4"))
+
+
+def test_count_collectives_parses_hlo():
+  hlo = """
+  %all-reduce.1 = f32[1,1,32]{2,1,0} all-reduce(%x), channel_id=2, replica_groups=[1,8]<=[8], to_apply=%add
+  %ars = bf16[4]{0} all-reduce-start(%y), replica_groups={{0,1},{2,3}}
+  %ard = bf16[4]{0} all-reduce-done(%ars)
+  %all-gather = s32[1,1,8]{1,0,2} all-gather(%z), replica_groups=mesh['axis_0'=2,'axis_1'=4] {'axis_1'}
+  %cp = f32[2]{0} collective-permute(%w), source_target_pairs={{0,1}}
+  """
+  counts = dryrun.count_collectives(hlo)
+  assert counts == {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 0, "all-to-all": 0,
+                    "collective-permute": 1, "total": 4}
+  expected = 2 * 7 / 8 * 128 + 2 * 1 / 2 * 8 + 3 / 4 * 32 + 8
+  assert dryrun.collective_bytes(hlo, 8) == pytest.approx(expected)
+
+
+def _step_collectives(layers, num_tokens=1):
+  module = dryrun.build_module(dict(DIMS, family="decoder", d_model=32, num_kv_heads=8, num_layers=layers))
+  mesh = _mesh("1x8")
+  model = dryrun.abstract_model(module, mesh)  # ShapeDtypeStructs: no weights
+  cache = dryrun.abstract_cache(model, mesh, batch=1, prompt_len=4, max_len=16)
+  return dryrun.count_collectives(dryrun.compile_step(model, cache, mesh, 1, num_tokens))
+
+
+def test_megatron_layout_pays_two_all_reduces_per_layer():
+  two, four = _step_collectives(2), _step_collectives(4)
+  assert (four["all-reduce"] - two["all-reduce"]) / 2 == 2  # after attention-out and after MLP-down
+  assert four["total"] - two["total"] == 4                  # and nothing else grows with depth
+  fixed = two["total"] - 2 * 2  # embedding lookup (all-reduce) + argmax over split vocab (2 all-gathers)
+  assert fixed <= 4
+  assert _step_collectives(2, num_tokens=GAMMA + 1)["total"] == two["total"]  # verify: same collectives
+  # Chen's point: an 8-layer drafter pays ~1/10 of an 80-layer target's collectives per step
+  assert (2 * 8 + fixed) / (2 * 80 + fixed) < 0.13
+
+
+def _tiny_plan(mesh="2x4"):
+  layer = dict(DIMS, family="decoder", d_model=32, num_kv_heads=8, tie_embeddings=False)
+  return dict(target=dict(layer, num_layers=6), drafter=dict(layer, num_layers=1), drafter_kind="draft_model",
+              gamma=GAMMA, mesh=mesh, hardware="h100", alpha=0.8, batch_size=2, prompt_len=8, max_new_tokens=8,
+              temperature=0.0)
+
+
+def test_dry_run_tiny_plan():
+  r = dryrun.dry_run(_tiny_plan())
+  steps = r["steps"]
+  assert steps["target"]["compiled_depths"] == [2, 4] and steps["draft"]["compiled_depths"] == [1]
+  assert r["collectives_per_target_step"] == r["collectives_per_draft_step"] + 2 * 5  # extrapolated to 6 layers
+  # float32; per layer q, k, v, o (1024 each) and gate, up, down (2048 each) split 4 ways over 'model', 2 norms
+  # (32 each) replicated; embed + lm_head (2048 each) split 4 ways; final norm replicated
+  assert r["per_device_target_param_bytes"] == 4 * (6 * ((4 * 1024 + 3 * 2048) / 4 + 2 * 32) + 2 * 2048 / 4 + 32)
+  assert 0 < r["c"] < 1 <= r["v"]
+  assert r["predicted_speedup"] == pytest.approx(dryrun.walltime_improvement(0.8, GAMMA, r["c"], r["v"]), rel=1e-2)
+  table = dryrun.format_table(r)
+  assert "target" in table and "h100" in table and "14.1" in table
+
+
+def test_chinchilla_config_fields():
+  cfg = dryrun._load_config(str(pathlib.Path(__file__).parents[1] / "configs" / "chinchilla70b_4b.py"))
+  assert (cfg.target.num_layers, cfg.target.d_model, cfg.target.num_heads, cfg.target.head_dim) == (80, 8192, 64, 128)
+  assert (cfg.drafter.num_layers, cfg.drafter.d_model, cfg.mesh, cfg.gamma, cfg.hardware) == (8, 6144, "1x16", 4, "tpu_v4")
+  assert dryrun.mesh_size(cfg) == 16 and cfg.paper.baseline_ms_per_token == 14.1
+  cpu = dryrun._load_config(str(pathlib.Path(__file__).parents[1] / "configs" / "chinchilla70b_4b.py") + ":cpu")
+  assert cpu.target.num_layers == 10 * cpu.drafter.num_layers and dryrun.mesh_size(cpu) == 1
+  dryrun.build_module(cpu.target.to_dict()), dryrun.build_module(cpu.drafter.to_dict())
