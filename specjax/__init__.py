@@ -1,9 +1,11 @@
 """specjax: exact speculative decoding for JAX/Flax."""
-from specjax import drafters, testing
+from specjax import checkpoint, drafters, hf_import, sharding, testing, theory
 from specjax.decode import GenerateOutput, generate, speculative_generate
+from specjax.models import decoder as _decoder, t5 as _t5  # registers both families for checkpoints
 from specjax.models.api import logits
 from specjax.models.bundle import Model
 from specjax.sampling import Sampling
+from specjax.sharding import make_mesh, shard
 
-__all__ = ["GenerateOutput", "Model", "Sampling", "drafters", "generate", "logits", "speculative_generate",
-           "testing"]
+__all__ = ["GenerateOutput", "Model", "Sampling", "checkpoint", "drafters", "generate", "hf_import", "logits",
+           "make_mesh", "shard", "sharding", "speculative_generate", "testing", "theory"]

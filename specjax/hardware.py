@@ -1,22 +1,22 @@
 """Per-chip accelerator numbers for the dry run's roofline (specjax.dryrun).
 
-==========  ===========  ===========  =============  ==========  ==============================================
-name        bf16 TFLOP/s  HBM GB/s     ICI/NVLink GB/s  coll. lat.  source
-==========  ===========  ===========  =============  ==========  ==============================================
-tpu_v4      275          1200         300 (6x50)     10 us       Google Cloud "TPU v4" system-architecture page
-tpu_v5e     197          819          400 (bidir.)   10 us       Google Cloud "TPU v5e" system-architecture page
-tpu_v5p     459          2765         1200 (bidir.)  10 us       Google Cloud "TPU v5p" system-architecture page
-h100        989          3350         900            10 us       NVIDIA H100 Tensor Core GPU datasheet (SXM5)
-h200        989          4800         900            10 us       NVIDIA H200 Tensor Core GPU datasheet (SXM)
-==========  ===========  ===========  =============  ==========  ==============================================
+=======  ============  ========  ==============  ==========  =================================================
+name     bf16 TFLOP/s  HBM GB/s  link GB/s/chip  coll. lat.  source
+=======  ============  ========  ==============  ==========  =================================================
+tpu_v4   275           1200      300 (6 x 50)    10 us       Google Cloud "TPU v4" system-architecture page
+tpu_v5e  197           819       400 (bidir.)    10 us       Google Cloud "TPU v5e" system-architecture page
+tpu_v5p  459           2765      1200 (bidir.)   10 us       Google Cloud "TPU v5p" system-architecture page
+h100     989           3350      900 (NVLink)    10 us       NVIDIA H100 Tensor Core GPU datasheet (SXM5)
+h200     989           4800      900 (NVLink)    10 us       NVIDIA H200 Tensor Core GPU datasheet (SXM)
+=======  ============  ========  ==============  ==========  =================================================
 
 Caveats. FLOP/s are dense bf16 (NVIDIA's headline figures with sparsity are twice these). TPU v4's
 Cloud page gives no per-chip ICI figure; 6 links x 50 GB/s is the TPU v4 paper's (Jouppi et al.,
 ISCA 2023) order of magnitude, treat it as approximate. The per-collective latency (fixed cost of
 one small all-reduce: launch, synchronisation, hops) is NOT a datasheet number: 10 us is a round
 assumption for small messages on ICI/NVLink. At batch 1 a decode step's collectives move a few KB,
-so this latency, not bandwidth, is what the roofline charges them; override it with
-``dataclasses.replace(get("tpu_v4"), collective_latency_s=...)`` to calibrate against a measurement.
+so this latency, not bandwidth, is what the roofline charges them; a config's
+``collective_latency_us`` overrides it (calibrate against a measurement).
 """
 from __future__ import annotations
 

@@ -121,7 +121,9 @@ def param_shardings(model, mesh: Mesh, rules=None, check: bool = True):
   axes = bundle.logical_axes(model)
   if check:
     specs = jax.tree_util.tree_flatten_with_path(axes, is_leaf=_is_spec)[0]
-    for (path, spec), param in zip(specs, jax.tree_util.tree_leaves(model.params)):  # same (sorted) order
+    params = jax.tree_util.tree_leaves(model.params)
+    assert len(specs) == len(params), (len(specs), len(params))
+    for (path, spec), param in zip(specs, params):  # both dicts: the same (sorted) order
       _check_divisible("param " + jax.tree_util.keystr(path, simple=True, separator="/"), tuple(param.shape),
                        tuple(spec), mesh, rules)
   return jax.tree_util.tree_map(lambda spec: NamedSharding(mesh, logical_to_spec(tuple(spec), mesh, rules)),
@@ -174,8 +176,9 @@ def _on_mesh(model_or_drafter, mesh) -> bool:
 
 def ensure_sharded(model_or_drafter, mesh, rules=None):
   """``shard`` unless already on ``mesh`` (so ``generate(..., mesh=)`` accepts unplaced models)."""
-  return model_or_drafter if mesh is None or _on_mesh(model_or_drafter, mesh) else shard(model_or_drafter, mesh,
-                                                                                         rules)
+  if mesh is None or _on_mesh(model_or_drafter, mesh):
+    return model_or_drafter
+  return shard(model_or_drafter, mesh, rules)
 
 
 # ----------------------------------------------------------------------------- activations, state

@@ -80,6 +80,11 @@ def test_shard_places_params_by_rules():
   assert sharding.shard(NGram(2), mesh) == NGram(2)
   assert sharding.cache_sharding(mesh).spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
   assert sharding.make_mesh({"data": 2, "model": 4}, devices=CPU).shape == _mesh("2x4").shape
+  x = np.ones((8, 4), np.float32)
+  assert sharding.constrain(x, ("batch", "embed")) is x  # no mesh in context: a no-op
+  with jax.set_mesh(mesh):
+    y = jax.jit(lambda v: sharding.constrain(v * 2, ("batch", "mlp")))(x)
+  assert y.sharding.spec == jax.sharding.PartitionSpec("data", "model")
   del target
 
 
@@ -160,8 +165,17 @@ def test_dry_run_tiny_plan():
 def test_chinchilla_config_fields():
   cfg = dryrun._load_config(str(pathlib.Path(__file__).parents[1] / "configs" / "chinchilla70b_4b.py"))
   assert (cfg.target.num_layers, cfg.target.d_model, cfg.target.num_heads, cfg.target.head_dim) == (80, 8192, 64, 128)
-  assert (cfg.drafter.num_layers, cfg.drafter.d_model, cfg.mesh, cfg.gamma, cfg.hardware) == (8, 6144, "1x16", 4, "tpu_v4")
+  assert (cfg.drafter.num_layers, cfg.drafter.d_model, cfg.mesh) == (8, 6144, "1x16")
+  assert (cfg.gamma, cfg.hardware, cfg.drafter_kind, cfg.batch_size) == (4, "tpu_v4", "draft_model", 1)
   assert dryrun.mesh_size(cfg) == 16 and cfg.paper.baseline_ms_per_token == 14.1
   cpu = dryrun._load_config(str(pathlib.Path(__file__).parents[1] / "configs" / "chinchilla70b_4b.py") + ":cpu")
   assert cpu.target.num_layers == 10 * cpu.drafter.num_layers and dryrun.mesh_size(cpu) == 1
   dryrun.build_module(cpu.target.to_dict()), dryrun.build_module(cpu.drafter.to_dict())
+
+
+def test_dry_run_needing_more_devices_runs_in_a_subprocess():
+  plan = dict(_tiny_plan(mesh="2x8"), drafter_kind="ngram")
+  plan["target"]["num_layers"] = 2  # compiled as is: 2 compiles in the child process
+  r = dryrun.dry_run(plan)
+  assert r["num_devices"] == 16 and r["compile_backend"] == "cpu"
+  assert r["draft_step_ms"] == 0 and r["c"] == 0 and r["collectives_per_target_step"] >= 2 * 2

@@ -1,0 +1,34 @@
+"""The default run: the demo pair trained on the Python stdlib (specjax/assets/demo), greedy, gamma 7.
+
+  python -m specjax.run                                   # this config
+  python -m specjax.run --config=configs/demo.py --config.gamma=5 --config.temperature=1.0
+  python -m specjax.run --config=configs/demo.py --config.drafter_kind=ngram
+
+Prints generated Python code, the statistics, autoregressive and speculative tokens/s measured in
+the same run, and the walltime formula's prediction. If the demo weights are missing it runs a
+tiny random pair instead and says so.
+"""
+import ml_collections
+
+
+def get_config(arg: str | None = None):
+  del arg
+  c = ml_collections.ConfigDict()
+  c.target = ml_collections.ConfigDict({"checkpoint": "demo/target"})
+  c.drafter = ml_collections.ConfigDict({"checkpoint": "demo/drafter"})
+  c.drafter_kind = "draft_model"  # draft_model | ngram
+  c.ngram_n = 3
+  c.gamma = 7
+  c.batch_size = 1
+  c.prompt_len = 96
+  c.max_new_tokens = 192
+  c.temperature = 0.0
+  c.top_k = 0
+  c.top_p = 1.0
+  c.lenience = 1.0      # < 1 is lossy (Leviathan's l); the summary marks the run as lossy
+  c.eos_id = -1         # -1: no EOS, every row runs to max_new_tokens
+  c.seed = 0
+  c.repeats = 3         # timed runs of each decoder after one compile run
+  c.mesh = ""           # e.g. "2x4" (data x model); empty: one device
+  c.distributed = False
+  return c

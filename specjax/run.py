@@ -1,0 +1,206 @@
+"""``python -m specjax.run --config=configs/X.py``: generate, measure, compare with the formula.
+
+Runs the autoregressive baseline and speculative decoding on the same prompts in one process,
+times both after a compile run, prints generated text and statistics, and (``--json_out``) writes
+a JSON summary. ``--dry_run`` plans a config with abstract shapes instead (specjax.dryrun).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+import time
+
+from absl import app, flags
+import jax
+import numpy as np
+from ml_collections import config_flags
+from tqdm.auto import tqdm
+
+import specjax
+from specjax import checkpoint, theory
+from specjax.data.tokenizer import ByteTokenizer
+
+ASSETS = pathlib.Path(__file__).parent / "assets"
+_DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
+
+_CONFIG = config_flags.DEFINE_config_file("config", str(_DEFAULT_CONFIG), "experiment config file")
+_JSON_OUT = flags.DEFINE_string("json_out", None, "write the summary JSON here")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a fake mesh; no weights")
+DRAFTER_KINDS = ("draft_model", "ngram")
+# Keys a run reads, with their defaults; paper configs may omit the ones they don't care about.
+RUN_DEFAULTS = dict(drafter_kind="draft_model", ngram_n=3, gamma=4, batch_size=1, prompt_len=32,
+                    max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1, seed=0,
+                    repeats=3, mesh="", distributed=False)
+
+
+def with_defaults(config):
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    for key, value in RUN_DEFAULTS.items():
+      if key not in config:
+        config[key] = value
+  return config
+
+
+def build_model(spec, seed: int):
+  """A model from a config: ``checkpoint`` (a folder, or a name under specjax/assets) or a random init."""
+  spec = dict(spec)
+  if spec.get("checkpoint"):
+    path = pathlib.Path(spec["checkpoint"])
+    if not path.exists() and (ASSETS / path).exists():
+      path = ASSETS / path
+    return checkpoint.load_model(path)
+  family = spec.pop("family", "decoder")
+  if family == "decoder":
+    from specjax.models.decoder import Decoder as module_cls, DecoderConfig as cfg_cls  # pylint: disable=import-outside-toplevel
+  elif family == "t5":
+    from specjax.models.t5 import T5 as module_cls, T5Config as cfg_cls  # pylint: disable=import-outside-toplevel
+  else:
+    raise ValueError(f"unknown model family {family!r}; expected 'decoder' or 't5'")
+  try:
+    cfg = cfg_cls(**spec)
+  except TypeError as e:
+    raise ValueError(f"bad {family} model config key: {e}") from e
+  return specjax.models.bundle.init_model(module_cls(cfg), seed)
+
+
+def demo_available(config) -> bool:
+  names = [config.target.get("checkpoint"), config.drafter.get("checkpoint")]
+  return all(n and ((ASSETS / n).exists() or pathlib.Path(n).exists()) for n in names)
+
+
+def make_prompts(config, vocab_size: int, is_code_model: bool):
+  b, p = config.batch_size, config.prompt_len
+  if is_code_model:
+    from specjax.data import code_corpus  # pylint: disable=import-outside-toplevel
+    rows = code_corpus.held_out_prompts(b, p, seed=config.seed)
+    return np.stack(rows).astype(np.int32), np.full((b,), p, np.int32)
+  rs = np.random.RandomState(config.seed)
+  return rs.randint(3, vocab_size, size=(b, p)).astype(np.int32), np.full((b,), p, np.int32)
+
+
+def make_drafter(config, drafter_model):
+  kind = config.drafter_kind
+  if kind == "draft_model":
+    return specjax.drafters.DraftModel(drafter_model)
+  if kind == "ngram":
+    return specjax.drafters.NGram(config.ngram_n)
+  raise ValueError(f"unknown drafter_kind {kind!r}; expected one of {DRAFTER_KINDS}")
+
+
+def timed(fn, repeats: int, desc: str):
+  out = fn()  # compile + warm up
+  times = []
+  for _ in tqdm(range(repeats), desc=desc, leave=False):
+    t0 = time.perf_counter()
+    out = fn()
+    times.append(time.perf_counter() - t0)
+  return out, float(np.median(times))
+
+
+def run(config) -> dict:
+  config = with_defaults(config)
+  if config.drafter_kind not in DRAFTER_KINDS:
+    raise ValueError(f"unknown drafter_kind {config.drafter_kind!r}; expected one of {DRAFTER_KINDS}")
+  is_demo = demo_available(config) if config.target.get("checkpoint") else False
+  if config.target.get("checkpoint") and not is_demo:
+    print("NOTE: demo weights not found under specjax/assets/demo; running a TINY RANDOM pair instead "
+          "(train them with scripts/train_demo.py).")
+    config.target = dict(family="decoder", vocab_size=264, d_model=64, num_layers=2, num_heads=4,
+                         num_kv_heads=4, head_dim=16, mlp_dim=128)
+    config.drafter = dict(family="decoder", vocab_size=264, d_model=32, num_layers=1, num_heads=2,
+                          num_kv_heads=2, head_dim=16, mlp_dim=64)
+  target = build_model(config.target, config.seed)
+  drafter_model = build_model(config.drafter, config.seed + 1) if config.drafter_kind == "draft_model" else None
+  drafter = make_drafter(config, drafter_model)
+  sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
+  tok = ByteTokenizer()
+  prompts, lengths = make_prompts(config, target.vocab_size, is_code_model=is_demo)
+  common = dict(max_new_tokens=config.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(config.seed),
+                eos_id=None if config.eos_id < 0 else config.eos_id)
+  mesh = specjax.make_mesh(config.mesh) if config.mesh else None
+  if mesh is not None:
+    target = specjax.shard(target, mesh)
+    drafter_model = specjax.shard(drafter_model, mesh) if drafter_model is not None else None
+    drafter = make_drafter(config, drafter_model)
+    common["mesh"] = mesh
+  base, t_base = timed(lambda: specjax.generate(target, prompts, lengths, **common), config.repeats, "autoregressive")
+  spec, t_spec = timed(lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
+                                                            lenience=config.lenience, **common),
+                       config.repeats, "speculative")
+  c = 0.0
+  if drafter_model is not None:  # c: one drafter step / one target step, both autoregressive here
+    _, t_draft = timed(lambda: specjax.generate(drafter_model, prompts, lengths, **common), config.repeats, "drafter")
+    c = (t_draft / max(specjax.generate(drafter_model, prompts, lengths, **common).stats["iterations"], 1)) / (
+        t_base / max(base.stats["iterations"], 1))
+  st = spec.stats
+  summary = {
+      "config": pathlib.Path(sys.argv[0]).name,
+      "demo_weights": is_demo,
+      "drafter": config.drafter_kind,
+      "gamma": config.gamma,
+      "batch_size": int(prompts.shape[0]),
+      "temperature": config.temperature,
+      "top_k": config.top_k,
+      "top_p": config.top_p,
+      "lossy": st["lossy"],
+      "tokens_per_s": float(np.sum(spec.lengths) / t_spec),
+      "baseline_tokens_per_s": float(np.sum(base.lengths) / t_base),
+      "speedup": t_base / t_spec * float(np.sum(spec.lengths)) / max(float(np.sum(base.lengths)), 1.0),
+      "alpha": st["alpha"],
+      "mean_accepted": st["mean_accepted"],
+      "tokens_per_iteration": st["tokens_per_iteration"],
+      "acceptance_per_position": st["acceptance_per_position"],
+      "iterations": st["iterations"],
+      "target_calls": st["target_calls"],
+      "baseline_target_calls": base.stats["target_calls"],
+      "c": round(c, 4),
+      "predicted_speedup": float(theory.walltime_improvement(st["alpha"], config.gamma, c)),
+      "target_params": target.num_params,
+      "drafter_params": drafter_model.num_params if drafter_model is not None else 0,
+      "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)),
+  }
+  print_report(summary, prompts, lengths, spec, tok if is_demo else None, sampling)
+  return summary
+
+
+def print_report(s, prompts, lengths, spec, tok, sampling):
+  if tok is not None:
+    for row in range(min(2, len(prompts))):
+      print(f"--- prompt {row} " + "-" * 50)
+      print(tok.decode(prompts[row, :lengths[row]]), end="")
+      print("\033[1m" + tok.decode(spec.tokens[row, :spec.lengths[row]]) + "\033[0m")
+  else:
+    print("generated ids (row 0):", spec.tokens[0, :spec.lengths[0]].tolist())
+  print("-" * 66)
+  print(f"drafter={s['drafter']} gamma={s['gamma']} batch={s['batch_size']} temperature={s['temperature']}"
+        + ("  [LOSSY: lenience < 1]" if s["lossy"] else ""))
+  print(f"autoregressive: {s['baseline_tokens_per_s']:.1f} tok/s ({s['baseline_target_calls']} target calls)")
+  print(f"speculative:    {s['tokens_per_s']:.1f} tok/s ({s['target_calls']} target calls)")
+  print(f"speedup {s['speedup']:.2f}x measured | {s['predicted_speedup']:.2f}x predicted by the walltime formula "
+        f"(alpha={s['alpha']:.3f}, gamma={s['gamma']}, c={s['c']:.3f})")
+  print(f"mean accepted {s['mean_accepted']:.2f} drafts/iteration; per position {s['acceptance_per_position']}")
+  if sampling.greedy:
+    print("identical to greedy autoregressive output:", "yes" if s["identical_to_autoregressive"] else "NO")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  config = _CONFIG.value
+  if _DRY_RUN.value:
+    from specjax import dryrun  # pylint: disable=import-outside-toplevel
+    result = dryrun.dry_run(config)
+    print(dryrun.format_table(result))
+  else:
+    if config.get("distributed", False):
+      specjax.sharding.initialize_distributed()
+    result = run(config)
+  if _JSON_OUT.value:
+    pathlib.Path(_JSON_OUT.value).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"wrote {_JSON_OUT.value}")
+
+
+if __name__ == "__main__":
+  app.run(main)
