@@ -30,7 +30,7 @@ flags.DEFINE_enum("stage", "target", ["target", "drafter"], "what to train")
 flags.DEFINE_string("workdir", "runs/demo", "checkpoints, metrics and plots")
 flags.DEFINE_string("out", "specjax/assets/demo", "where the finished weights go")
 flags.DEFINE_integer("target_steps", 360, "target optimizer steps (32 x 256 tokens each)")
-flags.DEFINE_integer("drafter_steps", 300, "drafter distillation steps")
+flags.DEFINE_integer("drafter_steps", 200, "drafter distillation steps")
 flags.DEFINE_integer("seed", 0, "seed for init and data order")
 
 TOK = ByteTokenizer()

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax import accept, sharding, validate
+from specjax import tree as tree_lib
 from specjax.models import api, kv_cache
 from specjax.sampling import Sampling
 
@@ -118,12 +119,21 @@ class Stats:
     return cls(jnp.zeros((), jnp.int32), z, jnp.zeros((gamma,)), jnp.zeros((gamma,)), z, z)
 
 
-def _verify_and_accept(target, cache, rows, draft, sampling, rng, lenience):
-  """One target pass over [last token, drafts]; returns new tokens, accepted counts, p."""
+def _verify_and_accept(target, cache, rows, draft, sampling, rng, lenience, feature_layers=()):
+  """One target pass over [last token, drafts]; returns new tokens, accepted counts, p.
+
+  ``feature_layers`` (a drafter attribute, e.g. DFlash's): the hidden handed to ``commit`` is then
+  those target layers' outputs concatenated on the last axis instead of the final hidden state.
+  """
   drafts_BxG = draft.tokens_BxG
   b, g = drafts_BxG.shape
   verify_in = jnp.concatenate([_last_tokens(rows), drafts_BxG], axis=1)
-  logits_BxG1xV, hidden_BxG1xE, cache = api.forward(target, verify_in, cache)
+  if feature_layers:
+    logits_BxG1xV, _, cache, layer_hidden = target.module.apply(
+        {"params": target.params}, verify_in, None, cache, None, return_layer_hidden=True)
+    hidden_BxG1xE = jnp.concatenate([layer_hidden[i] for i in feature_layers], axis=-1)
+  else:
+    logits_BxG1xV, hidden_BxG1xE, cache = api.forward(target, verify_in, cache)
   v = logits_BxG1xV.shape[-1]
   q_BxGxV = draft.q_BxGxV if draft.q_BxGxV is not None else jax.nn.one_hot(drafts_BxG, v)
   p_BxG1xV = sampling.probs(logits_BxG1xV)
@@ -150,8 +160,13 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, 
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
     drafter_state, draft = drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling,
                                            draft_rng)
-    cache, hidden, new_BxG1, n_B, overlap_BxG = _verify_and_accept(target, cache, rows, draft, sampling,
-                                                                   accept_rng, lenience)
+    if draft.tree is not None:  # a token tree: one pass with the tree mask, then KV compaction
+      cache, hidden, new_BxG1, n_B, overlap_BxG = tree_lib.verify_and_accept(
+          target, cache, _last_tokens(rows)[:, 0], draft, sampling, accept_rng, lenience)
+    else:
+      cache, hidden, new_BxG1, n_B, overlap_BxG = _verify_and_accept(target, cache, rows, draft, sampling,
+                                                                     accept_rng, lenience,
+                                                                     getattr(drafter, "feature_layers", ()))
     active_B = (~rows.done_B).astype(jnp.float32)
     pos_G = jnp.arange(gamma)
     verified_BxG = (pos_G[None] <= n_B[:, None]) * active_B[:, None]  # accepted ones + first rejected
@@ -179,10 +194,15 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   lossy and reported as such in ``stats["lossy"]``.
   """
   validate.drafter(target, drafter, gamma)
+  tree = getattr(drafter, "tree", None)  # token-tree drafters: gamma must be the tree's depth
+  if tree is not None and gamma != tree.max_depth:
+    raise ValueError(f"gamma={gamma} but the drafter's token tree has depth {tree.max_depth}; "
+                     f"pass gamma={tree.max_depth}")
   if not 0.0 < lenience <= 1.0:
     raise ValueError(f"lenience must be in (0, 1], got {lenience}")
   prompts, prompt_lengths, max_len = validate.inputs(target, prompts, prompt_lengths, max_new_tokens,
-                                                     extra=gamma + 1, max_len=max_len)
+                                                     extra=gamma + 1 if tree is None else tree.num_nodes,
+                                                     max_len=max_len)
   rng = jax.random.PRNGKey(0) if rng is None else rng
   target, drafter, prompts, prompt_lengths, rng = sharding.prepare(mesh, target, drafter, prompts, prompt_lengths,
                                                                    rng)  # mesh: shard weights, split batch
@@ -191,7 +211,9 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
                                           max_new_tokens=max_new_tokens, sampling=sampling, eos_id=eos_id,
                                           pad_id=pad_id, max_len=max_len, lenience=float(lenience))
   tokens, lengths = sharding.to_host(tokens), sharding.to_host(lengths)  # gathers when the mesh spans hosts
-  return GenerateOutput(tokens, lengths, summarize(stats, lengths, gamma, lenience))
+  stats = summarize(stats, lengths, gamma, lenience)
+  stats["lossy"] = stats["lossy"] or bool(getattr(drafter, "is_lossy", lambda s: False)(sampling))  # e.g. typical
+  return GenerateOutput(tokens, lengths, stats)
 
 
 def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0) -> dict[str, Any]:
@@ -208,7 +230,11 @@ def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0) -> dict[
       "gamma": gamma,
       "drafted_per_position": drafted.astype(int).tolist(),
       "accepted_per_position": accepted.astype(int).tolist(),
+      # P(draft i kept) per iteration: falls like alpha^(i+1); the conditional rate is
+      # accepted[i] / accepted[i-1] (theory.alpha_from_acceptance)
       "acceptance_per_position": (accepted / np.maximum(drafted, 1)).round(4).tolist(),
+      "conditional_acceptance_per_position": (
+          accepted / np.maximum(np.concatenate([drafted[:1], accepted[:-1]]), 1)).round(4).tolist(),
       "mean_accepted": round(mean_accepted, 4),          # drafts kept per row-iteration
       "tokens_per_iteration": round(mean_accepted + 1, 4),  # plus the target's own token
       "alpha": round(float(s.overlap_sum / max(float(s.verified_positions), 1.0)), 4),

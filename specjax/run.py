@@ -27,7 +27,7 @@ _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
 _CONFIG = config_flags.DEFINE_config_file("config", str(_DEFAULT_CONFIG), "experiment config file")
 _JSON_OUT = flags.DEFINE_string("json_out", None, "write the summary JSON here")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a fake mesh; no weights")
-DRAFTER_KINDS = ("draft_model", "ngram")
+DRAFTER_KINDS = ("draft_model", "ngram", "specinfer", "medusa", "table", "mtp", "dflash")
 # Keys a run reads, with their defaults; paper configs may omit the ones they don't care about.
 RUN_DEFAULTS = dict(drafter_kind="draft_model", ngram_n=3, gamma=4, batch_size=1, prompt_len=32,
                     max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1, seed=0,
@@ -67,6 +67,8 @@ def build_model(spec, seed: int):
 
 def demo_available(config) -> bool:
   names = [config.target.get("checkpoint"), config.drafter.get("checkpoint")]
+  if config.get("drafter_kind") == "table":  # counted from the corpus: no drafter weights to find
+    names = names[:1]
   return all(n and ((ASSETS / n).exists() or pathlib.Path(n).exists()) for n in names)
 
 
@@ -80,8 +82,14 @@ def make_prompts(config, vocab_size: int, is_code_model: bool):
   return rs.randint(3, vocab_size, size=(b, p)).astype(np.int32), np.full((b,), p, np.int32)
 
 
-def make_drafter(config, drafter_model):
+def make_drafter(config, drafter_model, target=None):
   kind = config.drafter_kind
+  if kind in ("specinfer", "medusa"):  # token trees: gamma must be the tree's depth
+    from specjax.drafters import medusa, specinfer  # pylint: disable=import-outside-toplevel
+    return specinfer.from_config(config, drafter_model) if kind == "specinfer" else medusa.from_config(config, target)
+  if kind in ("table", "mtp", "dflash"):  # built for the target: its vocab, hidden states, layers
+    return {"table": specjax.drafters.TableDrafter, "mtp": specjax.drafters.MTP,
+            "dflash": specjax.drafters.DFlash}[kind].from_config(config, target)
   if kind == "draft_model":
     return specjax.drafters.DraftModel(drafter_model)
   if kind == "ngram":
@@ -112,8 +120,9 @@ def run(config) -> dict:
     config.drafter = dict(family="decoder", vocab_size=264, d_model=32, num_layers=1, num_heads=2,
                           num_kv_heads=2, head_dim=16, mlp_dim=64)
   target = build_model(config.target, config.seed)
-  drafter_model = build_model(config.drafter, config.seed + 1) if config.drafter_kind == "draft_model" else None
-  drafter = make_drafter(config, drafter_model)
+  drafter_model = (build_model(config.drafter, config.seed + 1)
+                   if config.drafter_kind in ("draft_model", "specinfer") else None)
+  drafter = make_drafter(config, drafter_model, target)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
   tok = ByteTokenizer()
   prompts, lengths = make_prompts(config, target.vocab_size, is_code_model=is_demo)
@@ -123,7 +132,7 @@ def run(config) -> dict:
   if mesh is not None:
     target = specjax.shard(target, mesh)
     drafter_model = specjax.shard(drafter_model, mesh) if drafter_model is not None else None
-    drafter = make_drafter(config, drafter_model)
+    drafter = make_drafter(config, drafter_model, target)
     common["mesh"] = mesh
   base, t_base = timed(lambda: specjax.generate(target, prompts, lengths, **common), config.repeats, "autoregressive")
   spec, t_spec = timed(lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
@@ -131,9 +140,9 @@ def run(config) -> dict:
                        config.repeats, "speculative")
   c = 0.0
   if drafter_model is not None:  # c: one drafter step / one target step, both autoregressive here
-    _, t_draft = timed(lambda: specjax.generate(drafter_model, prompts, lengths, **common), config.repeats, "drafter")
-    c = (t_draft / max(specjax.generate(drafter_model, prompts, lengths, **common).stats["iterations"], 1)) / (
-        t_base / max(base.stats["iterations"], 1))
+    draft_out, t_draft = timed(lambda: specjax.generate(drafter_model, prompts, lengths, **common), config.repeats,
+                               "drafter")
+    c = (t_draft / max(draft_out.stats["iterations"], 1)) / (t_base / max(base.stats["iterations"], 1))
   st = spec.stats
   summary = {
       "config": pathlib.Path(sys.argv[0]).name,

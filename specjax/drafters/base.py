@@ -13,6 +13,8 @@ temperature/top-k/top-p as the target; deterministic drafters return ``None`` (o
 """
 from __future__ import annotations
 
+from typing import Any
+
 import flax
 import jax
 
@@ -21,6 +23,11 @@ import jax
 class Draft:
   tokens_BxG: jax.Array
   q_BxGxV: jax.Array | None  # None: the draft is deterministic (q is one-hot on the token)
+  # Token trees (specjax.tree): the static topology (None: a chain), how siblings were drawn, and
+  # Medusa's lossy typical rule as (epsilon, delta) or None.
+  tree: Any = flax.struct.field(pytree_node=False, default=None)
+  siblings: str = flax.struct.field(pytree_node=False, default="iid")
+  typical: Any = flax.struct.field(pytree_node=False, default=None)
 
 
 class DrafterBase:

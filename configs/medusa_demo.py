@@ -1,0 +1,39 @@
+"""Medusa-1 heads on the demo target (no separate drafter), a static sparse tree, greedy.
+
+  python scripts/train_medusa.py --target=specjax/assets/demo/target --out=specjax/assets/demo/medusa
+  python -m specjax.run --config=configs/medusa_demo.py
+  python -m specjax.run --config=configs/medusa_demo.py --config.medusa_tree=mc_sim_7b_63 --config.gamma=4
+  python -m specjax.run --config=configs/medusa_demo.py --config.temperature=1.0 --config.medusa_acceptance=typical
+
+gamma must equal the tree's depth (len(medusa_top_k), or 4 for mc_sim_7b_63). Acceptance:
+"rejection" (greedy exact match at temperature 0; above it, heads' choices sampled without
+replacement and recursive rejection sampling: lossless) or "typical" (Medusa's, LOSSY above 0).
+Untrained (zero) heads are used, with a NOTE, when the heads are missing.
+"""
+import ml_collections
+
+
+def get_config(arg: str | None = None):
+  del arg
+  c = ml_collections.ConfigDict()
+  c.target = ml_collections.ConfigDict({"checkpoint": "demo/target"})
+  c.drafter = ml_collections.ConfigDict({"checkpoint": "demo/target"})  # unused: Medusa has no draft model
+  c.drafter_kind = "medusa"
+  c.medusa_heads = "demo/medusa"      # a folder, or a name under specjax/assets
+  c.medusa_tree = ""                  # "mc_sim_7b_63" (Medusa's 63-node tree), or "" for medusa_top_k
+  c.medusa_top_k = (4, 2, 2, 1)       # dense tree: top-k of head d at depth d
+  c.medusa_acceptance = "rejection"   # rejection | typical (lossy)
+  c.gamma = 4                         # the tree's depth
+  c.batch_size = 1
+  c.prompt_len = 96
+  c.max_new_tokens = 192
+  c.temperature = 0.0
+  c.top_k = 0
+  c.top_p = 1.0
+  c.lenience = 1.0
+  c.eos_id = -1
+  c.seed = 0
+  c.repeats = 3
+  c.mesh = ""
+  c.distributed = False
+  return c

@@ -1,0 +1,324 @@
+"""Speculative decoding sweep, in one process: speedup, alpha, c, v and the walltime formula per gamma.
+
+  python scripts/benchmark.py                                    # demo pair, full sweep
+  python scripts/benchmark.py --config=configs/tiny_random.py --gammas=1,2 --batch_sizes=1 \
+      --temperatures=0 --max_new_tokens=8 --repeats=1 --out_dir=/tmp/bench
+
+For each (drafter, batch, temperature) it times the autoregressive baseline once, measures c (one
+drafter step / one target step, both timed as autoregressive generate, per step), then for every
+gamma times speculative decoding and measures v (one jitted target forward over gamma + 1 tokens
+with a cache / one over 1 token). Every timing is the median of ``--repeats`` runs after one
+compile + warm-up run, so speedups are ratios measured in the same run. Writes
+``results.csv``, ``results.json``, ``results.md``, ``speedup_vs_gamma.png`` and
+``acceptance_per_position.png`` under ``--out_dir``, and prints the markdown table.
+``--config.x=...`` overrides config keys (e.g. ``--config.prompt_len=64``).
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import importlib.util
+import json
+import pathlib
+import sys
+import time
+
+from absl import app, flags
+import jax
+import numpy as np
+from ml_collections import config_flags
+from tqdm.auto import tqdm
+
+import specjax
+from specjax import run as sj_run  # defines --config (default configs/demo.py), reused here
+from specjax import theory
+from specjax.models import api
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+if "config" not in flags.FLAGS:  # run.py owns the flag today; keep working if it stops defining it
+  config_flags.DEFINE_config_file("config", str(REPO / "configs" / "demo.py"), "experiment config file")
+_GAMMAS = flags.DEFINE_list("gammas", "1,2,3,4,5,6,7", "draft lengths to sweep")
+_DRAFTERS = flags.DEFINE_list("drafters", "draft_model,ngram", "draft_model | ngram | self (target drafts)")
+_BATCHES = flags.DEFINE_list("batch_sizes", "1,8", "batch sizes to sweep")
+_TEMPS = flags.DEFINE_list("temperatures", "0,1", "sampling temperatures to sweep")
+_MAX_NEW = flags.DEFINE_integer("max_new_tokens", None, "tokens per row (default: the config's)")
+_REPEATS = flags.DEFINE_integer("repeats", None, "timed runs per measurement (default: the config's)")
+_OUT_DIR = flags.DEFINE_string("out_dir", "benchmarks/results", "where CSV, JSON, markdown and plots go")
+
+DRAFTER_KINDS = ("draft_model", "ngram", "self")
+CSV_COLUMNS = ("drafter", "batch_size", "temperature", "gamma", "baseline_tokens_per_s", "tokens_per_s", "speedup",
+               "predicted_speedup", "efficiency", "alpha", "alpha_iid", "mean_accepted", "tokens_per_iteration",
+               "acceptance_per_position", "c", "v", "target_calls", "baseline_target_calls",
+               "identical_to_autoregressive", "drafter_params")
+
+
+# ----------------------------------------------------------------------------- setup
+def tiny_random_config():
+  spec = importlib.util.spec_from_file_location("tiny_random", REPO / "configs" / "tiny_random.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def load_pair(config):
+  """(config with defaults, target, drafter model or None, is_demo); demo config without weights -> tiny."""
+  config = sj_run.with_defaults(config)
+  is_demo = bool(config.target.get("checkpoint")) and sj_run.demo_available(config)
+  if config.target.get("checkpoint") and not is_demo:
+    print("NOTE: demo weights not found under specjax/assets/demo; running the TINY RANDOM pair of "
+          "configs/tiny_random.py instead (train them with scripts/train_demo.py).")
+    tiny = tiny_random_config()
+    config.target, config.drafter = tiny.target, tiny.drafter
+  target = sj_run.build_model(config.target, config.seed)
+  drafter_model = sj_run.build_model(config.drafter, config.seed + 1) if config.get("drafter") else None
+  return config, target, drafter_model, is_demo
+
+
+def make_drafter(kind: str, target, models: dict, ngram_n: int = 3):
+  """(drafter, model whose autoregressive step is the drafter's cost, or None for c = 0).
+
+  ``kind``: ``ngram``, ``self`` (the target drafts for itself: alpha = 1 at temperature 0, c = 1),
+  or a key of ``models`` (``draft_model``: the config's drafter; scripts add checkpoint folders).
+  """
+  if kind == "ngram":  # a lookup, no model: c ~ 0 as for Leviathan's bigram drafter
+    return specjax.drafters.NGram(ngram_n), None
+  if kind == "self":
+    return specjax.drafters.DraftModel(target), target
+  if models.get(kind) is not None:
+    return specjax.drafters.DraftModel(models[kind]), models[kind]
+  raise ValueError(f"unknown drafter {kind!r}; expected ngram, self or one of {sorted(models)}")
+
+
+# ----------------------------------------------------------------------------- timing
+def median_time(fn, repeats: int) -> tuple:
+  """(last output, median seconds); the first call compiles and warms up and is not timed."""
+  out = fn()
+  times = []
+  for _ in range(max(repeats, 1)):
+    t0 = time.perf_counter()
+    out = fn()
+    times.append(time.perf_counter() - t0)
+  return out, float(np.median(times))
+
+
+@jax.jit
+def _forward_logits(model, tokens_BxT, cache):
+  return api.forward(model, tokens_BxT, cache)[0]
+
+
+def verify_cost_ratio(target, prompts, lengths, gamma: int, max_len: int, repeats: int, inner: int = 20) -> float:
+  """v: one cached target forward over gamma + 1 tokens / one over 1 token (same cache, same length)."""
+  cache = api.start(target, prompts, lengths, max_len)[0]
+  b = prompts.shape[0]
+
+  def per_call(t):
+    tokens = jax.numpy.ones((b, t), jax.numpy.int32)
+    def fn():  # several calls per sample: a tiny model's forward is shorter than timer noise
+      for _ in range(inner):
+        out = _forward_logits(target, tokens, cache)
+      return out.block_until_ready()
+    return median_time(fn, max(repeats, 5))[1] / inner  # cheap: a few more samples tame the noise
+
+  return per_call(gamma + 1) / per_call(1)
+
+
+class Sweep:
+  """Runs the sweep; baselines, c and v are measured once per shape and reused across gammas."""
+
+  def __init__(self, config, target, models: dict, *, max_new_tokens: int, repeats: int, is_demo: bool):
+    self.config, self.target, self.models = config, target, models
+    self.max_new_tokens, self.repeats, self.is_demo = max_new_tokens, repeats, is_demo
+    self.steps, self.vs = {}, {}  # (model, batch, temperature) -> timings; (batch, gamma) -> v
+
+  def prompts(self, batch: int):
+    cfg = self.config.copy_and_resolve_references()
+    cfg.batch_size = batch
+    return sj_run.make_prompts(cfg, self.target.vocab_size, is_code_model=self.is_demo)
+
+  def common(self, temperature: float):
+    sampling = specjax.Sampling(float(temperature), self.config.top_k, self.config.top_p)
+    return dict(max_new_tokens=self.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(self.config.seed))
+
+  def step_time(self, model, batch: int, temperature: float) -> tuple:
+    """(output, seconds per autoregressive step) of ``model``; cached per (model, batch, temperature)."""
+    key = (id(model), batch, temperature)
+    if key not in self.steps:
+      prompts, lengths = self.prompts(batch)
+      out, t = median_time(lambda: specjax.generate(model, prompts, lengths, **self.common(temperature)),
+                           self.repeats)
+      self.steps[key] = (out, t, t / max(out.stats["iterations"], 1))
+    return self.steps[key]
+
+  def v(self, batch: int, gamma: int) -> float:
+    if (batch, gamma) not in self.vs:
+      prompts, lengths = self.prompts(batch)
+      max_len = prompts.shape[1] + self.max_new_tokens + gamma + 1
+      self.vs[(batch, gamma)] = verify_cost_ratio(self.target, prompts, lengths, gamma, max_len, self.repeats)
+    return self.vs[(batch, gamma)]
+
+  def row(self, kind: str, batch: int, temperature: float, gamma: int) -> dict:
+    base, t_base, target_step = self.step_time(self.target, batch, temperature)
+    drafter, cost_model = make_drafter(kind, self.target, self.models, self.config.ngram_n)
+    c = self.step_time(cost_model, batch, temperature)[2] / target_step if cost_model is not None else 0.0
+    prompts, lengths = self.prompts(batch)
+    spec, t_spec = median_time(lambda: specjax.speculative_generate(
+        self.target, drafter, prompts, lengths, gamma=gamma, **self.common(temperature)), self.repeats)
+    st, v = spec.stats, self.v(batch, gamma)
+    speedup = (t_base / t_spec) * float(np.sum(spec.lengths)) / max(float(np.sum(base.lengths)), 1.0)
+    predicted = float(theory.walltime_improvement(st["alpha"], gamma, c, v))
+    return {
+        "drafter": kind, "batch_size": batch, "temperature": float(temperature), "gamma": gamma,
+        "baseline_tokens_per_s": float(np.sum(base.lengths) / t_base),
+        "tokens_per_s": float(np.sum(spec.lengths) / t_spec),
+        "speedup": speedup, "predicted_speedup": predicted, "efficiency": speedup / predicted,
+        "alpha": st["alpha"],
+        "alpha_iid": float(theory.alpha_from_acceptance(st["accepted_per_position"], st["drafted_per_position"])[0]),
+        "mean_accepted": st["mean_accepted"], "tokens_per_iteration": st["tokens_per_iteration"],
+        "acceptance_per_position": st["acceptance_per_position"], "c": c, "v": v,
+        "target_calls": st["target_calls"], "baseline_target_calls": base.stats["target_calls"],
+        # exactness check for free: greedy speculative output must equal greedy autoregressive output
+        "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)) if temperature == 0 else None,
+        "drafter_params": cost_model.num_params if cost_model is not None else 0,
+    }
+
+  def run(self, kinds, batches, temperatures, gammas, progress: bool = True) -> list[dict]:
+    combos = [(k, b, t, g) for k in kinds for b in batches for t in temperatures for g in gammas]
+    rows = []
+    with tqdm(combos, desc="sweep", disable=not progress) as bar:
+      for kind, b, t, g in bar:
+        bar.set_postfix_str(f"{kind} B={b} T={t} gamma={g}")
+        rows.append(self.row(kind, b, t, g))
+    return rows
+
+
+# ----------------------------------------------------------------------------- outputs
+def markdown_table(rows) -> str:
+  head = ("| drafter | B | T | γ | AR tok/s | spec tok/s | speedup | formula | efficiency | α | α iid "
+          "| mean acc | c | v | = AR |\n|" + "---|" * 15)
+  lines = [head]
+  for r in rows:
+    same = {True: "yes", False: "**NO**", None: "n/a"}[r["identical_to_autoregressive"]]
+    lines.append(f"| {r['drafter']} | {r['batch_size']} | {r['temperature']:g} | {r['gamma']} "
+                 f"| {r['baseline_tokens_per_s']:.1f} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f}x "
+                 f"| {r['predicted_speedup']:.2f}x | {r['efficiency']:.2f} | {r['alpha']:.3f} | {r['alpha_iid']:.3f} "
+                 f"| {r['mean_accepted']:.2f} | {r['c']:.3f} | {r['v']:.2f} | {same} |")
+  return "\n".join(lines)
+
+
+def _panels(rows):
+  kinds = list(dict.fromkeys(r["drafter"] for r in rows))
+  temps = list(dict.fromkeys(r["temperature"] for r in rows))
+  return kinds, temps, sorted({r["batch_size"] for r in rows})
+
+
+def plot_speedup(rows, path):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib.ticker  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  kinds, temps, batches = _panels(rows)
+  fig, axes = plt.subplots(len(kinds), len(temps), figsize=(4.5 * len(temps), 3.5 * len(kinds)), squeeze=False)
+  for i, kind in enumerate(kinds):
+    for j, temp in enumerate(temps):
+      ax = axes[i][j]
+      for k, b in enumerate(batches):
+        sel = sorted((r for r in rows if (r["drafter"], r["temperature"], r["batch_size"]) == (kind, temp, b)),
+                     key=lambda r: r["gamma"])
+        if not sel:
+          continue
+        g = np.array([r["gamma"] for r in sel])
+        alpha = float(np.mean([r["alpha"] for r in sel]))  # one alpha for the curve: the sweep's mean
+        curve = theory.walltime_improvement(alpha, g, sel[0]["c"], np.array([r["v"] for r in sel]))
+        color = f"C{k}"
+        ax.plot(g, curve, "-", color=color, alpha=0.6, label=f"B={b} formula (α={alpha:.2f}, c={sel[0]['c']:.2f})")
+        ax.plot(g, [r["speedup"] for r in sel], "o", color=color, label=f"B={b} measured")
+      ax.axhline(1.0, color="gray", lw=0.8, ls=":")
+      ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+      ax.set(title=f"{kind}, temperature {temp:g}", xlabel="gamma", ylabel="speedup over autoregressive")
+      ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def plot_acceptance(rows, path):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib.ticker  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  kinds, temps, batches = _panels(rows)
+  fig, axes = plt.subplots(len(kinds), len(temps), figsize=(4.5 * len(temps), 3.5 * len(kinds)), squeeze=False)
+  for i, kind in enumerate(kinds):
+    for j, temp in enumerate(temps):
+      ax = axes[i][j]
+      for k, b in enumerate(batches):
+        sel = [r for r in rows if (r["drafter"], r["temperature"], r["batch_size"]) == (kind, temp, b)]
+        if not sel:
+          continue
+        r = max(sel, key=lambda r: r["gamma"])  # the longest draft shows every position
+        pos = np.arange(1, r["gamma"] + 1)
+        ax.plot(pos, r["acceptance_per_position"], "o-", color=f"C{k}", label=f"B={b} measured")
+        ax.plot(pos, r["alpha_iid"] ** pos, "--", color=f"C{k}", alpha=0.6, label=f"B={b} i.i.d. α^i")
+      ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+      ax.set(title=f"{kind}, temperature {temp:g}", xlabel="draft position i", ylim=(0, 1.05),
+             ylabel="P(draft i accepted)")
+      ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def write_outputs(rows, meta, out_dir) -> pathlib.Path:
+  out = pathlib.Path(out_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  with open(out / "results.csv", "w", newline="") as fh:
+    w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+    w.writeheader()
+    for r in rows:
+      w.writerow({**r, "acceptance_per_position": ";".join(f"{x:.4f}" for x in r["acceptance_per_position"])})
+  (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+  (out / "results.md").write_text(markdown_table(rows) + "\n")
+  plot_speedup(rows, out / "speedup_vs_gamma.png")
+  plot_acceptance(rows, out / "acceptance_per_position.png")
+  return out
+
+
+def parse_list(values, cast, name, ok=lambda x: True):
+  try:
+    out = [cast(v) for v in values]
+  except ValueError as e:
+    raise app.UsageError(f"--{name}: cannot parse {values!r} ({e})") from e
+  bad = [x for x in out if not ok(x)]
+  if not out or bad:
+    raise app.UsageError(f"--{name}: bad value(s) {bad or values!r}")
+  return out
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  gammas = parse_list(_GAMMAS.value, int, "gammas", lambda g: g >= 1)
+  kinds = parse_list(_DRAFTERS.value, str, "drafters", lambda k: k in DRAFTER_KINDS)
+  batches = parse_list(_BATCHES.value, int, "batch_sizes", lambda b: b >= 1)
+  temps = parse_list(_TEMPS.value, float, "temperatures", lambda t: t >= 0)
+  config, target, drafter_model, is_demo = load_pair(flags.FLAGS.config)
+  if "draft_model" in kinds and drafter_model is None:
+    raise app.UsageError("--drafters=draft_model needs a config with a `drafter` model")
+  max_new = _MAX_NEW.value or config.max_new_tokens
+  repeats = _REPEATS.value or config.repeats
+  sweep = Sweep(config, target, {"draft_model": drafter_model}, max_new_tokens=max_new, repeats=repeats,
+                is_demo=is_demo)
+  rows = sweep.run(kinds, batches, temps, gammas)
+  meta = {"config": config_flags.get_config_filename(flags.FLAGS["config"]), "demo_weights": is_demo,
+          "target_params": target.num_params,
+          "drafter_params": drafter_model.num_params if drafter_model is not None else 0,
+          "prompt_len": config.prompt_len, "max_new_tokens": max_new, "repeats": repeats,
+          "devices": [str(d) for d in jax.devices()], "jax": jax.__version__,
+          "argv": sys.argv, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+  out = write_outputs(rows, meta, _OUT_DIR.value)
+  print(markdown_table(rows))
+  print(f"wrote {out}/results.csv, results.json, results.md, speedup_vs_gamma.png, acceptance_per_position.png")
+
+
+if __name__ == "__main__":
+  app.run(main)

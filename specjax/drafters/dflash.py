@@ -1,0 +1,117 @@
+"""DFlash: a block drafter that fills ``gamma`` masks after the anchor in ONE forward pass.
+
+The drafter keeps, per draft layer, a cache of extra keys/values projected from the fused target
+features of every committed position (DFlash's "target features as KV memory"). Bookkeeping for a
+row holding ``L`` tokens: the target has features for positions ``0 .. L-2`` (it has not seen the
+last token ``x_{L-1}`` yet); the block is ``[x_{L-1}, MASK * gamma]`` at positions ``L-1 ..
+L-1+gamma`` and attends to context slots ``< L-1`` and to the whole block. Each MASK's distribution
+q_i depends only on the context, not on the other drafts, so drawing every draft independently from
+its own q_i and handing those q to the rejection rule is exact; greedy is exact match.
+
+Features reach the drafter through ``commit``: this drafter sets ``feature_layers`` and the
+speculative loop then passes the chosen target layers' outputs at the verified positions,
+concatenated on the last axis (``[B, gamma+1, n_layers * E]``), instead of the final hidden state.
+``init`` runs the target once over the prompt for the prompt's features (an extra prefill).
+Decode with ``gamma = block_size - 1``: other block sizes run, but accept less (see tests).
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from specjax.drafters.base import Draft, DrafterBase
+from specjax.models import block_drafter, heads, kv_cache
+from specjax.models.bundle import Model
+
+
+@flax.struct.dataclass
+class DFlashState:
+  ctx_k_LxBxSxKxD: jax.Array  # extra keys/values per draft layer, one slot per committed position
+  ctx_v_LxBxSxKxD: jax.Array
+  ctx_len_B: jax.Array        # slots holding target features: seq_len - 1
+  embed_VxE: jax.Array
+  unembed_ExV: jax.Array
+
+
+@flax.struct.dataclass
+class DFlash(DrafterBase):
+  head: Model  # a BlockDrafter bundle (specjax.models.block_drafter)
+  name = "dflash"
+
+  @property
+  def feature_layers(self) -> tuple:
+    """Read by the speculative loop: commit then gets these target layers' outputs, concatenated."""
+    return self.head.config.target_layers
+
+  @property
+  def block_size(self) -> int:
+    return self.head.config.block_size
+
+  @classmethod
+  def from_config(cls, config, target) -> "DFlash":
+    """``config.drafter.checkpoint``: a trained drafter (scripts/train_dflash.py); random if missing."""
+    tc = target.config
+    module_fn = lambda: block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
+        vocab_size=tc.vocab_size, d_model=tc.d_model, num_heads=tc.num_heads, num_kv_heads=tc.num_kv_heads,
+        head_dim=tc.head_dim, mlp_dim=2 * tc.d_model, target_layers=block_drafter.spaced_layers(tc.num_layers, 3),
+        block_size=config.gamma + 1))
+    drafter = cls(heads.load_or_init(config.drafter, module_fn, config.seed + 1, "DFlash drafter"))
+    if config.gamma != drafter.block_size - 1:
+      print(f"NOTE: DFlash trained with block size {drafter.block_size} (gamma {drafter.block_size - 1}) runs "
+            f"at gamma {config.gamma}: exact, but expect lower acceptance")
+    return drafter
+
+  def check_compatible(self, target) -> None:
+    heads.check_head(self.head, target, "DFlash drafter")
+    n = target.config.num_layers
+    if any(not 0 <= i < n for i in self.feature_layers):
+      raise ValueError(f"DFlash target_layers={self.feature_layers} name layers outside the target's 0..{n - 1}")
+
+  def _apply(self, *args, **kwargs):
+    return self.head.module.apply({"params": self.head.params}, *args, **kwargs)
+
+  def _context(self, feat_BxTxF, positions_BxT):
+    return self._apply(feat_BxTxF, positions_BxT, method="context")
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+    b, p = prompts_BxP.shape
+    embed, unembed = heads.target_io(target)
+    out = target.module.apply({"params": target.params}, prompts_BxP, return_layer_hidden=True)
+    feat = block_drafter.features(out[3], self.feature_layers)
+    k_new, v_new = self._context(feat, jnp.broadcast_to(jnp.arange(p)[None], (b, p)))
+    cfg = self.head.config
+    shape = (cfg.num_layers, b, max_len, cfg.num_kv_heads, cfg.head_dim)
+    k = jnp.zeros(shape, k_new.dtype).at[:, :, :p].set(k_new)
+    v = jnp.zeros(shape, v_new.dtype).at[:, :, :p].set(v_new)
+    return DFlashState(k, v, (prompt_lengths_B - 1).astype(jnp.int32), embed, unembed)
+
+  def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    b = tokens_BxS.shape[0]
+    q_len = gamma + 1
+    anchor_B = jnp.take_along_axis(tokens_BxS, (seq_len_B - 1)[:, None], 1)[:, 0]
+    tok_emb = jnp.broadcast_to(state.embed_VxE[anchor_B][:, None], (b, q_len, state.embed_VxE.shape[1]))
+    is_mask = jnp.broadcast_to(jnp.arange(q_len)[None] > 0, (b, q_len))
+    positions = (seq_len_B - 1)[:, None] + jnp.arange(q_len)[None]
+    s = state.ctx_k_LxBxSxKxD.shape[2]
+    ctx_visible = jnp.broadcast_to((jnp.arange(s)[None] < state.ctx_len_B[:, None])[:, None], (b, q_len, s))
+    mask = block_drafter.block_mask(ctx_visible, jnp.zeros((q_len,), jnp.int32))
+    hidden = self._apply(tok_emb, is_mask, positions, state.ctx_k_LxBxSxKxD, state.ctx_v_LxBxSxKxD, mask)
+    logits_BxGxV = (hidden[:, 1:] @ state.unembed_ExV.astype(hidden.dtype)).astype(jnp.float32)
+    drafts_BxG = sampling.sample(rng, logits_BxGxV)  # independent draws: q_i ignores the other drafts
+    return state, Draft(drafts_BxG, sampling.probs(logits_BxGxV))
+
+  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
+    del tokens_BxS
+    feat = target_hidden_BxTxE
+    want = len(self.feature_layers) * self.head.config.d_model
+    if feat.shape[-1] != want:
+      raise ValueError(f"DFlash.commit got target features of width {feat.shape[-1]}, expected {want} "
+                       f"(layers {self.feature_layers} concatenated): the loop must honour drafter.feature_layers")
+    t = feat.shape[1]
+    start_B = seq_len_B - 1  # == ctx_len: the verify pass started at the last token
+    k_new, v_new = self._context(feat, start_B[:, None] + jnp.arange(t)[None])
+    write = jax.vmap(kv_cache.write_rows, in_axes=(0, 0, None))
+    return state.replace(ctx_k_LxBxSxKxD=write(state.ctx_k_LxBxSxKxD, k_new, start_B),
+                         ctx_v_LxBxSxKxD=write(state.ctx_v_LxBxSxKxD, v_new, start_B),
+                         ctx_len_B=(seq_len_B + n_accepted_B).astype(jnp.int32))

@@ -1,0 +1,183 @@
+"""Medusa: K residual one-layer heads on the target's last hidden state, a static sparse tree.
+
+Head k (k = 1..K) reads the hidden state h at position t and predicts token t + k + 1:
+``h' = h + SiLU(W_k h + b_k)``, ``logits = lm_head(h')`` with the target's own (frozen) lm_head
+(its embedding when tied). ``W_k`` starts at zero, so an untrained head copies the lm_head.
+
+No drafting pass: the verify pass's hidden state at the last accepted node (``commit``) feeds the
+heads next round. Its lm_head prediction is the token the loop just appended (the tree's root);
+head k's choices fill depth k. A path ``(i_1, ..., i_d)`` of the sparse tree takes head k's
+``i_k``-th choice at depth k.
+
+Acceptance: greedy exact match at temperature 0 (lossless). Above it, ``acceptance="rejection"``
+draws each head's choices without replacement from its q (Gumbel top-k; every node's child choices
+must be 0..k-1) and verifies by recursive rejection sampling (lossless, Medusa-1 on a frozen
+target); ``acceptance="typical"`` takes the deterministic top-k with Medusa's typical rule (LOSSY).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specjax import tree as tree_lib
+from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.specinfer import draw_children
+from specjax.models.bundle import Model
+
+# Medusa's release default tree, 63 candidates, depth 4: "mc_sim_7b_63" from
+# FasterDecoding/Medusa medusa/model/medusa_choices.py (commit 5e98053).
+MC_SIM_7B_63 = (
+    (0,), (0, 0), (1,), (0, 1), (2,), (0, 0, 0), (1, 0), (0, 2), (3,), (0, 3), (4,), (0, 4), (2, 0), (0, 5),
+    (0, 0, 1), (5,), (0, 6), (6,), (0, 7), (0, 1, 0), (1, 1), (7,), (0, 8), (0, 0, 2), (3, 0), (0, 9), (8,), (9,),
+    (1, 0, 0), (0, 2, 0), (1, 2), (0, 0, 3), (4, 0), (2, 1), (0, 0, 4), (0, 0, 5), (0, 0, 0, 0), (0, 1, 1),
+    (0, 0, 6), (0, 3, 0), (5, 0), (1, 3), (0, 0, 7), (0, 0, 8), (0, 0, 9), (6, 0), (0, 4, 0), (1, 4), (7, 0),
+    (0, 1, 2), (2, 0, 0), (3, 1), (2, 2), (8, 0), (0, 5, 0), (1, 5), (1, 0, 1), (0, 2, 1), (9, 0), (0, 6, 0),
+    (0, 0, 0, 1), (1, 6), (0, 7, 0))
+
+
+def init_heads(rng, num_heads: int, d_model: int) -> dict:
+  del rng  # zero init: every head starts as the lm_head itself (Medusa's choice)
+  return {"w_KxExE": jnp.zeros((num_heads, d_model, d_model), jnp.float32),
+          "b_KxE": jnp.zeros((num_heads, d_model), jnp.float32)}
+
+
+def target_lm_head(target: Model) -> jax.Array:
+  """``[E, V]`` float32: the target's output projection (its embedding, transposed, when tied)."""
+  params = target.params
+  w = params["lm_head"] if "lm_head" in params else params["embed"].T
+  return jnp.asarray(w, jnp.float32)
+
+
+def head_logits(heads: dict, lm_head_ExV, hidden_xE) -> jax.Array:
+  """``[..., K, V]`` float32: every head's logits at every given hidden state."""
+  h = hidden_xE.astype(jnp.float32)[..., None, :]
+  h = h + jax.nn.silu(jnp.einsum("...ke,kef->...kf", jnp.broadcast_to(h, h.shape[:-2] + heads["b_KxE"].shape),
+                                 heads["w_KxExE"]) + heads["b_KxE"])
+  return h @ lm_head_ExV
+
+
+def save_heads(heads: dict, folder, **meta) -> pathlib.Path:
+  """``folder/heads.npz`` plus ``folder/medusa.json`` (num_heads, d_model and whatever ``meta`` adds)."""
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  np.savez(folder / "heads.npz", **{k: np.asarray(v, np.float32) for k, v in heads.items()})
+  k, e, _ = np.shape(heads["w_KxExE"])
+  (folder / "medusa.json").write_text(json.dumps(dict(meta, num_heads=int(k), d_model=int(e)), indent=2) + "\n")
+  return folder
+
+
+def load_heads(folder) -> dict:
+  path = pathlib.Path(folder) / "heads.npz"
+  if not path.exists():
+    raise FileNotFoundError(f"no Medusa heads at {path} (train them with scripts/train_medusa.py)")
+  with np.load(path) as f:
+    heads = {k: jnp.asarray(f[k]) for k in ("w_KxExE", "b_KxE")}
+  return heads
+
+
+@flax.struct.dataclass
+class Medusa(DrafterBase):
+  heads: dict
+  lm_head_ExV: jax.Array
+  paths: tuple = flax.struct.field(pytree_node=False, default=tuple(tree_lib.full_paths((3, 2, 1))))
+  acceptance: str = flax.struct.field(pytree_node=False, default="rejection")
+  typical_epsilon: float = flax.struct.field(pytree_node=False, default=0.09)  # Medusa's posterior_threshold
+  typical_delta: float = flax.struct.field(pytree_node=False, default=0.3)     # Medusa's posterior_alpha
+  name = "medusa"
+
+  @classmethod
+  def create(cls, target: Model, heads: dict, paths=None, **kw) -> "Medusa":
+    paths = tuple(tuple(p) for p in (paths if paths is not None else tree_lib.full_paths((3, 2, 1))))
+    return cls(heads, target_lm_head(target), paths, **kw)
+
+  def __post_init__(self):
+    if self.acceptance not in ("rejection", "typical"):
+      raise ValueError(f"Medusa acceptance must be 'rejection' or 'typical', got {self.acceptance!r}")
+    tree = self.tree  # static fields only here: pytree unflattening re-runs this with any leaves
+    choices = self._choices()
+    if self.acceptance == "rejection":  # without-replacement siblings must be the first k draws
+      for ch in tree.children:
+        if ch and sorted(choices[list(ch)].tolist()) != list(range(len(ch))):
+          raise ValueError(f"sampled Medusa trees need each node's child choices to be 0..k-1; got "
+                           f"{choices[list(ch)].tolist()} (use acceptance='typical' or fix the paths)")
+
+  @property
+  def tree(self) -> tree_lib.Tree:
+    return tree_lib.from_paths(self.paths)
+
+  def _choices(self) -> np.ndarray:
+    """``[N]``: each node's choice index (its path's last entry; 0 for the root)."""
+    paths = sorted(set(self.paths), key=lambda p: (len(p), p))
+    return np.array([0] + [p[-1] for p in paths], np.int32)
+
+  def is_lossy(self, sampling) -> bool:
+    return self.acceptance == "typical" and not sampling.greedy
+
+  def check_compatible(self, target) -> None:
+    k = self.heads["w_KxExE"].shape[0]
+    if self.tree.max_depth > k:
+      raise ValueError(f"the Medusa tree has depth {self.tree.max_depth} but there are only {k} heads")
+    if target.is_encoder_decoder:
+      raise ValueError("Medusa heads need a decoder-only target")
+    e, v = self.lm_head_ExV.shape
+    if v != target.vocab_size or e != target.config.d_model:
+      raise ValueError(f"Medusa lm_head is [{e}, {v}] but the target has d_model={target.config.d_model}, "
+                       f"vocab_size={target.vocab_size}")
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+    # the hidden state before the last prompt token (its lm_head predicted that token); this is one
+    # extra cache-free target pass over the prompt per generation.
+    del max_len
+    _, hidden_BxPxE, _ = target.module.apply({"params": target.params}, prompts_BxP)
+    idx_B = jnp.maximum(prompt_lengths_B - 2, 0)
+    return jnp.take_along_axis(hidden_BxPxE, idx_B[:, None, None], 1)[:, 0].astype(jnp.float32)
+
+  def propose(self, hidden_BxE, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    del tokens_BxS, seq_len_B, gamma
+    tree = self.tree
+    logits_BxKxV = head_logits(self.heads, self.lm_head_ExV, hidden_BxE)
+    depth = jnp.asarray(tree.depth[1:]) - 1  # head index of every draft node
+    choice = jnp.asarray(self._choices()[1:])
+    width = max(1, int(self._choices().max()) + 1)
+    q_BxKxV = sampling.probs(logits_BxKxV)
+    typical = self.acceptance == "typical" and not sampling.greedy
+    siblings = "topk" if (sampling.greedy or typical) else "without_replacement"
+    ranked_BxKxW = draw_children(rng, logits_BxKxV, q_BxKxV, width, siblings, sampling.greedy)
+    tokens_BxG = ranked_BxKxW[:, depth, choice]
+    q_BxGxV = None if (sampling.greedy or typical) else q_BxKxV[:, depth]
+    return hidden_BxE, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=siblings,
+                             typical=(self.typical_epsilon, self.typical_delta) if typical else None)
+
+  def commit(self, hidden_BxE, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
+    del hidden_BxE, tokens_BxS, seq_len_B
+    return jnp.take_along_axis(target_hidden_BxTxE, n_accepted_B[:, None, None], 1)[:, 0].astype(jnp.float32)
+
+
+def from_config(config, target: Model) -> Medusa:
+  """Heads from ``config.medusa_heads`` (a folder, or a name under specjax/assets); zero-init heads
+  (each one a copy of the lm_head) with a NOTE when they are missing or do not fit the target.
+  The tree: ``config.medusa_tree`` = "mc_sim_7b_63" or a dense tree from ``config.medusa_top_k``."""
+  folder = pathlib.Path(config.get("medusa_heads", "") or "/nonexistent")
+  assets = pathlib.Path(__file__).parent.parent / "assets"
+  folder = folder if folder.exists() else assets / folder
+  heads = load_heads(folder) if (folder / "heads.npz").exists() else None
+  if heads is not None and heads["w_KxExE"].shape[1] != target.config.d_model:
+    print(f"NOTE: Medusa heads at {folder} do not fit this target (d_model {heads['w_KxExE'].shape[1]} vs "
+          f"{target.config.d_model}); using untrained heads.")
+    heads = None
+  elif heads is None:
+    print(f"NOTE: no Medusa heads at {folder}; using untrained heads (train them with scripts/train_medusa.py).")
+  tree_name = config.get("medusa_tree", "")
+  top_k = tuple(config.get("medusa_top_k", (3, 2, 1)))
+  paths = MC_SIM_7B_63 if tree_name == "mc_sim_7b_63" else tree_lib.full_paths(top_k)
+  depth = max(len(p) for p in paths)
+  if heads is None:
+    heads = init_heads(None, max(depth, config.get("medusa_num_heads", depth)), target.config.d_model)
+  if config.gamma != depth:
+    raise ValueError(f"gamma={config.gamma} must equal the Medusa tree's depth {depth}")
+  return Medusa.create(target, heads, paths, acceptance=config.get("medusa_acceptance", "rejection"))

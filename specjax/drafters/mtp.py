@@ -1,0 +1,74 @@
+"""Nemotron 3 Super's shared-weight MTP head, applied recursively to draft a chain of any length.
+
+Bookkeeping: a row holding ``L`` tokens needs ``h_{L-2}``, the target's hidden state (after its
+final norm) at the second-to-last token: with the embedding of the last token ``x_{L-1}`` the head
+predicts ``x_L``; its output and the embedding of that draft give the next, and so on.
+The verify pass over ``[x_{L-1}, d_1..d_G]`` returns hidden states for positions ``L-1 .. L-1+G``;
+after ``n`` accepted drafts and one target token the row holds ``L + n + 1`` tokens, so ``commit``
+keeps ``hidden[:, n]``. ``init`` runs the target once over the prompt for ``h_{P-2}`` (an extra
+prefill; prompts of one token get a zero hidden: drafts are then poor, never wrong).
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+
+from specjax.drafters.base import Draft, DrafterBase
+from specjax.models import heads
+from specjax.models.bundle import Model
+
+
+@flax.struct.dataclass
+class MTPState:
+  hidden_BxE: jax.Array   # target hidden at position seq_len - 2
+  embed_VxE: jax.Array    # the target's (frozen) embedding and LM head, read once at init
+  unembed_ExV: jax.Array
+
+
+@flax.struct.dataclass
+class MTP(DrafterBase):
+  head: Model  # an MTPHead bundle (specjax.models.heads)
+  name = "mtp"
+
+  @classmethod
+  def from_config(cls, config, target) -> "MTP":
+    """``config.drafter.checkpoint``: a trained head (scripts/train_mtp.py); random if missing."""
+    tc = target.config
+    module_fn = lambda: heads.MTPHead(heads.MTPConfig(vocab_size=tc.vocab_size, d_model=tc.d_model,
+                                                      mlp_dim=2 * tc.d_model))
+    return cls(heads.load_or_init(config.drafter, module_fn, config.seed + 1, "MTP head"))
+
+  def check_compatible(self, target) -> None:
+    heads.check_head(self.head, target, "MTP head")
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+    del max_len
+    embed, unembed = heads.target_io(target)
+    _, hidden_BxPxE, _ = target.module.apply({"params": target.params}, prompts_BxP)
+    idx_B = jnp.maximum(prompt_lengths_B - 2, 0)
+    h_BxE = jnp.take_along_axis(hidden_BxPxE, idx_B[:, None, None], 1)[:, 0]
+    h_BxE = jnp.where((prompt_lengths_B >= 2)[:, None], h_BxE, 0.0)
+    return MTPState(h_BxE.astype(jnp.float32), embed, unembed)
+
+  def step(self, state: MTPState, h_BxE, token_B):
+    """One head application: ``(h_t, x_{t+1}) -> (g, logits for x_{t+2})``."""
+    g_BxE = self.head.module.apply({"params": self.head.params}, h_BxE, state.embed_VxE[token_B])
+    return g_BxE, (g_BxE @ state.unembed_ExV.astype(g_BxE.dtype)).astype(jnp.float32)
+
+  def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    last_B = jnp.take_along_axis(tokens_BxS, (seq_len_B - 1)[:, None], 1)[:, 0]
+
+    def body(carry, step_rng):
+      h_BxE, token_B = carry
+      g_BxE, logits_BxV = self.step(state, h_BxE, token_B)
+      draft_B = sampling.sample(step_rng, logits_BxV)
+      return (g_BxE.astype(h_BxE.dtype), draft_B), (draft_B, sampling.probs(logits_BxV))
+
+    _, (tokens_GxB, q_GxBxV) = jax.lax.scan(body, (state.hidden_BxE, last_B), jax.random.split(rng, gamma))
+    return state, Draft(tokens_GxB.T, jnp.transpose(q_GxBxV, (1, 0, 2)))
+
+  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
+    del tokens_BxS, seq_len_B
+    h_BxE = jnp.take_along_axis(target_hidden_BxTxE, n_accepted_B[:, None, None], 1)[:, 0]
+    return state.replace(hidden_BxE=h_BxE.astype(state.hidden_BxE.dtype))

@@ -1,0 +1,118 @@
+"""SpecInfer: a small model expands a token tree with a fixed number of children per depth.
+
+``children=(1, 1, 3, 1, 1, 1, 1, 1)`` is the paper's expansion; any widths work (width 5 and up).
+Siblings are drawn from the small model's q (after the target's temperature/top-k/top-p):
+
+* ``"iid"``: independent draws (duplicates possible); verified by multi-round rejection, lossless.
+* ``"without_replacement"``: Gumbel top-k, distinct tokens; recursive rejection sampling, lossless.
+* ``"topk"``: the k most likely tokens, deterministic. Exact only for greedy; at temperature > 0
+  it raises unless ``"topk_lossy"`` asks for the (lossy) multi-round rule with the softmax q.
+
+At temperature 0 every mode drafts the deterministic top-k (sampling a one-hot q would repeat).
+
+Drafter cache and cost. The small model's cache holds the committed text; the tree's nodes are
+never committed there. Each round (1) feeds the up-to ``depth + 1`` tokens committed since the
+last round (one pass, ``depth + 1`` tokens) to get the root's logits, then (2) for d = 1..depth-1
+re-runs the small model over every node of depth <= d with the tree mask (each pass writes the
+nodes after the committed prefix, uncommitted) to get the logits at depth d. That is ``depth``
+small-model passes over ``sum_d nodes(<= d)`` tokens per round: the re-run costs tokens, not
+extra sequential steps beyond a chain's.
+"""
+from __future__ import annotations
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specjax import tree as tree_lib
+from specjax.drafters.base import Draft, DrafterBase
+from specjax.models import api, kv_cache
+from specjax.models.bundle import Model
+
+
+def draw_children(rng, logits_BxPxV, q_BxPxV, k: int, siblings: str, greedy: bool):
+  """``[B, P, k]`` sibling tokens for P parents: top-k, i.i.d. from q, or Gumbel top-k (no replacement)."""
+  if greedy or siblings in ("topk", "topk_lossy"):
+    return jax.lax.top_k(logits_BxPxV, k)[1].astype(jnp.int32)
+  logq = jnp.log(q_BxPxV)
+  if siblings == "iid":
+    return jax.random.categorical(rng, logq[..., None, :], axis=-1,
+                                  shape=q_BxPxV.shape[:-1] + (k,)).astype(jnp.int32)
+  gumbel = jax.random.gumbel(rng, q_BxPxV.shape)
+  return jax.lax.top_k(logq + gumbel, k)[1].astype(jnp.int32)
+
+
+@flax.struct.dataclass
+class SpecInfer(DrafterBase):
+  model: Model
+  children: tuple = flax.struct.field(pytree_node=False, default=(1, 1, 3, 1, 1, 1, 1, 1))
+  siblings: str = flax.struct.field(pytree_node=False, default="iid")
+  name = "specinfer"
+
+  def __post_init__(self):
+    if self.siblings not in tree_lib.SIBLINGS:
+      raise ValueError(f"unknown siblings mode {self.siblings!r}; expected one of {tree_lib.SIBLINGS}")
+    tree_lib.from_children(self.children)  # validates the widths
+
+  @property
+  def tree(self) -> tree_lib.Tree:
+    return tree_lib.from_children(self.children)
+
+  def is_lossy(self, sampling) -> bool:
+    return self.siblings == "topk_lossy" and not sampling.greedy
+
+  def check_compatible(self, target) -> None:
+    if self.model.vocab_size != target.vocab_size:
+      raise ValueError(f"drafter vocab_size={self.model.vocab_size} differs from target "
+                       f"vocab_size={target.vocab_size}; both must share one tokenizer")
+    if self.model.is_encoder_decoder or target.is_encoder_decoder:
+      raise ValueError("SpecInfer token trees support decoder-only models")
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+    del target
+    return api.start(self.model, prompts_BxP, prompt_lengths_B, max_len)[0]  # committed: all but the last
+
+  def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    tree = self.tree
+    tree_lib.check_rule(self.siblings, sampling, None)
+    depth, n = tree.max_depth, tree.num_nodes
+    del gamma  # == depth, checked by speculative_generate
+    # (1) catch up on the tokens committed since last round: the root's logits
+    start_B = jnp.minimum(cache.length_B, seq_len_B - 1)
+    fresh_BxT = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(depth + 1)[None])
+    logits_BxTxV, _, cache = api.forward(self.model, fresh_BxT, cache.with_length(start_B))
+    root_BxV = jnp.take_along_axis(logits_BxTxV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
+    cache = cache.with_length(seq_len_B)
+    # (2) expand level by level; draft index g = node - 1, BFS order makes each level a range
+    b, v = root_BxV.shape
+    tokens_BxG = jnp.zeros((b, n - 1), jnp.int32)
+    q_BxGxV = jnp.zeros((b, n - 1, v), jnp.float32)
+    level_logits, level_nodes = root_BxV[:, None], np.array([0])
+    mask_NxN = tree.mask
+    for d in range(1, depth + 1):
+      k = len(tree.children[level_nodes[0]])  # every node of a level has the same child count
+      q_level = sampling.probs(level_logits)
+      kids_BxPxk = draw_children(jax.random.fold_in(rng, d), level_logits, q_level, k, self.siblings,
+                                 sampling.greedy)
+      nodes = np.array([c for par in level_nodes for c in tree.children[par]])
+      tokens_BxG = tokens_BxG.at[:, nodes - 1].set(kids_BxPxk.reshape(b, -1))
+      q_BxGxV = q_BxGxV.at[:, nodes - 1].set(jnp.repeat(q_level, k, axis=1))
+      if d == depth:
+        break
+      hi = int(nodes.max())  # feed draft nodes 1..hi (every node of depth <= d)
+      pos_BxT = (seq_len_B - 1)[:, None] + jnp.asarray(tree.depth[1:hi + 1])[None]
+      logits_BxTxV, _, _ = api.forward(self.model, tokens_BxG[:, :hi], cache, pos_BxT,
+                                       jnp.asarray(mask_NxN[1:hi + 1, 1:hi + 1]))
+      level_logits, level_nodes = logits_BxTxV[:, nodes - 1], nodes
+    if sampling.greedy:
+      q_BxGxV = None  # one-hot: the draft is deterministic
+    return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)
+
+
+def from_config(config, drafter_model: Model) -> SpecInfer:
+  """``config.specinfer_children`` (default the paper's) and ``config.specinfer_siblings``."""
+  children = tuple(config.get("specinfer_children", (1, 1, 3, 1, 1, 1, 1, 1)))
+  if config.gamma != len(children):
+    raise ValueError(f"gamma={config.gamma} must equal the tree depth len(specinfer_children)={len(children)}")
+  return SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"))

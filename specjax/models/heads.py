@@ -1,0 +1,175 @@
+"""Heads that read a frozen decoder's hidden states: the shared-weight MTP head (Nemotron 3 Super).
+
+Also the small save/load helpers every head family uses (config.json + model.safetensors, the same
+layout as ``specjax.checkpoint``), and ``target_io``: the target's embedding and LM head, which the
+heads reuse frozen instead of learning their own.
+
+MTP head, one step: ``g = f(h, e)`` where ``h`` is a hidden state after a final norm (the target's
+at position t, or the head's own output from the previous step) and ``e`` is the embedding of the
+token at t+1; ``g`` is again "after a final norm", so ``g @ unembed`` gives logits for t+2 and ``g``
+feeds the next step. One set of weights serves every offset, so the chain can be any length.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+
+from specjax.models import bundle
+from specjax.models.layers import Init, RMSNorm, param_with_axes
+
+
+@dataclasses.dataclass(frozen=True)
+class MTPConfig:
+  vocab_size: int = 256
+  d_model: int = 128     # must equal the target's d_model (reads its hidden states and embeddings)
+  mlp_dim: int = 384
+  num_blocks: int = 1    # residual SwiGLU blocks after the input projection
+  norm_eps: float = 1e-6
+  dtype: str = "float32"
+
+
+class _SwiGLU(nn.Module):
+  d_model: int
+  mlp_dim: int
+  dtype: str
+
+  @nn.compact
+  def __call__(self, x):
+    dt = jnp.dtype(self.dtype)
+    wg = param_with_axes(self, "gate", Init.normal(self.d_model ** -0.5), (self.d_model, self.mlp_dim), ("embed", "mlp"))
+    wu = param_with_axes(self, "up", Init.normal(self.d_model ** -0.5), (self.d_model, self.mlp_dim), ("embed", "mlp"))
+    wd = param_with_axes(self, "down", Init.normal(self.mlp_dim ** -0.5), (self.mlp_dim, self.d_model), ("mlp", "embed"))
+    return (jax.nn.silu(x @ wg.astype(dt)) * (x @ wu.astype(dt))) @ wd.astype(dt)
+
+
+class MTPHead(nn.Module):
+  """``(h_xE, emb_xE) -> g_xE``: concat(RMSNorm(h), RMSNorm(emb)) -> linear -> SwiGLU blocks -> RMSNorm."""
+  cfg: MTPConfig
+  family = "mtp_head"
+
+  @nn.compact
+  def __call__(self, h_xE, emb_xE):
+    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
+    e = cfg.d_model
+    x = jnp.concatenate([RMSNorm(cfg.norm_eps, name="hidden_norm")(h_xE.astype(dt)),
+                         RMSNorm(cfg.norm_eps, name="embed_norm")(emb_xE.astype(dt))], -1)
+    w_in = param_with_axes(self, "in_proj", Init.normal((2 * e) ** -0.5), (2 * e, e), ("mlp", "embed"))
+    x = x @ w_in.astype(dt)
+    for i in range(cfg.num_blocks):
+      x = x + _SwiGLU(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
+    return RMSNorm(cfg.norm_eps, name="final_norm")(x)
+
+  def dummy_inputs(self):
+    z = jnp.zeros((1, self.cfg.d_model))
+    return (z, z), {}
+
+
+# ----------------------------------------------------------------------------- target weights
+def target_io(target):
+  """``(embed_VxE, unembed_ExV)`` of a decoder-only target: its input embedding and LM head."""
+  if target.is_encoder_decoder:
+    raise ValueError("MTP/DFlash heads need a decoder-only target; got an encoder-decoder")
+  p = target.params
+  embed = p["embed"]
+  unembed = p["lm_head"] if "lm_head" in p else embed.T  # tied embeddings: logits = h @ embed.T
+  return embed, unembed
+
+
+def check_head(head_model, target, what: str) -> None:
+  cfg, tcfg = head_model.config, target.config
+  if target.is_encoder_decoder:
+    raise ValueError(f"{what} needs a decoder-only target; got an encoder-decoder")
+  if cfg.vocab_size != tcfg.vocab_size:
+    raise ValueError(f"{what} vocab_size={cfg.vocab_size} differs from target vocab_size={tcfg.vocab_size}")
+  if cfg.d_model != tcfg.d_model:
+    raise ValueError(f"{what} d_model={cfg.d_model} differs from target d_model={tcfg.d_model}; the head "
+                     "reads the target's hidden states and embeddings")
+
+
+# ----------------------------------------------------------------------------- init, save, load
+ASSETS = pathlib.Path(__file__).parent.parent / "assets"
+
+
+def load_or_init(spec, module_fn, seed: int, what: str) -> bundle.Model:
+  """``spec["checkpoint"]`` (a folder, or a name under specjax/assets) if it exists, else a random
+  ``module_fn()`` head, with a printed note: a random head is exact, just rarely accepted."""
+  name = dict(spec).get("checkpoint")
+  if name:
+    path = pathlib.Path(name)
+    path = path if path.exists() or not (ASSETS / path).exists() else ASSETS / path
+    if path.exists():
+      return load_head(path)
+  print(f"NOTE: no trained {what} at {name!r}; using a RANDOM head (exact, but few drafts accepted)")
+  return init_head(module_fn(), seed)
+
+
+_HEADS = {}
+
+
+def register_head(module_cls, config_cls):
+  _HEADS[module_cls.family] = (module_cls, config_cls)
+
+
+register_head(MTPHead, MTPConfig)
+
+
+def _init_variables(module, rng):
+  args, kwargs = module.dummy_inputs()
+  return module.init(rng, *args, **kwargs)
+
+
+def init_head(module, seed: int = 0) -> bundle.Model:
+  return bundle.Model(module=module, params=nn.unbox(_init_variables(module, jax.random.PRNGKey(seed))["params"]))
+
+
+def save_head(model: bundle.Model, folder, dtype: str = "float32", extra: dict | None = None) -> pathlib.Path:
+  """config.json + model.safetensors (bf16 storage allowed); ``extra`` lands in config.json."""
+  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+  from specjax.checkpoint import _np_dtype  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
+  save_file({k: np.asarray(v, np.float32).astype(_np_dtype(dtype)) for k, v in flat.items()},
+            str(folder / "model.safetensors"))
+  meta = {"family": model.module.family, "config": dataclasses.asdict(model.config), **(extra or {})}
+  (folder / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
+  return folder
+
+
+def load_head(folder, **config_overrides) -> bundle.Model:
+  """Loads a head folder; a missing file, unknown family, or name/shape mismatch raises CheckpointError."""
+  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
+  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(folder)
+  cfg_path, weights_path = folder / "config.json", folder / "model.safetensors"
+  for p in (cfg_path, weights_path):
+    if not p.is_file():
+      raise CheckpointError(f"checkpoint file missing: {p}")
+  try:
+    meta = json.loads(cfg_path.read_text())
+    module_cls, config_cls = _HEADS[meta["family"]]
+    module = module_cls(config_cls(**{**meta["config"], **config_overrides}))
+  except (json.JSONDecodeError, KeyError, TypeError) as e:
+    raise CheckpointError(f"{cfg_path}: not a valid specjax head config ({type(e).__name__}: {e})") from e
+  try:
+    flat = {k: np.asarray(v, np.float32) for k, v in load_file(str(weights_path)).items()}
+  except (SafetensorError, OSError, ValueError) as e:
+    raise CheckpointError(f"{weights_path}: corrupt or truncated safetensors file ({e})") from e
+  abstract = jax.eval_shape(lambda: _init_variables(module, jax.random.PRNGKey(0)))
+  expected = traverse_util.flatten_dict(nn.unbox(abstract["params"]), sep="/")
+  if set(expected) != set(flat):
+    raise CheckpointError(f"{weights_path}: params do not match the config: missing "
+                          f"{sorted(set(expected) - set(flat))[:5]}, unexpected {sorted(set(flat) - set(expected))[:5]}")
+  for k, spec in expected.items():
+    if tuple(flat[k].shape) != tuple(spec.shape):
+      raise CheckpointError(f"{weights_path}: param {k!r} has shape {flat[k].shape}, config expects {spec.shape}")
+  params = traverse_util.unflatten_dict({k: jnp.asarray(v) for k, v in flat.items()}, sep="/")
+  return bundle.Model(module=module, params=params)

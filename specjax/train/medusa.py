@@ -1,0 +1,97 @@
+"""Medusa-1: train K heads on a frozen target with self-distillation data the target generates.
+
+1. ``self_distillation_data``: the target continues held-out prompts (``specjax.generate``).
+2. ``hidden_states``: one frozen, cache-free target pass per sequence; computed once and kept.
+3. ``train_heads``: head k (0-based) at position t learns token t + k + 2 (the lm_head already
+   predicts t + 1), cross-entropy on generated tokens only, weighted ``decay**k`` (Medusa: 0.8).
+``head_accuracy`` reports each head's top-1 accuracy.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import specjax
+from specjax.drafters import medusa as medusa_lib
+from specjax.train import loop
+
+
+def self_distillation_data(target, prompts_NxP, *, gen_tokens: int, batch_size: int = 32,
+                           sampling=specjax.Sampling(), seed: int = 0) -> np.ndarray:
+  """``[N, P + gen_tokens]`` int32: each prompt followed by the target's own continuation."""
+  rows = []
+  for i in range(0, len(prompts_NxP), batch_size):
+    chunk = np.asarray(prompts_NxP[i:i + batch_size], np.int32)
+    out = specjax.generate(target, chunk, np.full((len(chunk),), chunk.shape[1]), max_new_tokens=gen_tokens,
+                           sampling=sampling, rng=jax.random.PRNGKey(seed + i))
+    rows.append(np.concatenate([chunk, out.tokens], axis=1))
+  return np.concatenate(rows).astype(np.int32)
+
+
+def hidden_states(target, tokens_NxT, batch_size: int = 16) -> np.ndarray:
+  """The target's last hidden state (after the final norm) at every position, float32."""
+  fwd = jax.jit(lambda params, toks: target.module.apply({"params": params}, toks)[1].astype(jnp.float32))
+  return np.concatenate([np.asarray(fwd(target.params, jnp.asarray(tokens_NxT[i:i + batch_size])))
+                         for i in range(0, len(tokens_NxT), batch_size)])
+
+
+def _labels(tokens_BxT, num_heads: int, label_from: int):
+  """``[B, K, T]`` targets and mask: head k at position t predicts token t + k + 2."""
+  b, t = tokens_BxT.shape
+  labels, masks = [], []
+  for k in range(num_heads):
+    shift = k + 2
+    lab = jnp.concatenate([tokens_BxT[:, shift:], jnp.zeros((b, shift), tokens_BxT.dtype)], axis=1)
+    pos = jnp.arange(t) + shift  # the label's own index
+    masks.append(jnp.broadcast_to((pos < t) & (pos >= label_from), (b, t)))
+    labels.append(lab)
+  return jnp.stack(labels, 1), jnp.stack(masks, 1)
+
+
+def medusa_loss(lm_head_ExV, num_heads: int, label_from: int, decay: float = 0.8):
+  """``loss_fn(heads, batch) -> (loss, metrics)``; batch = (hidden_BxTxE, tokens_BxT)."""
+  weights = decay ** jnp.arange(num_heads)
+
+  def loss_fn(heads, batch):
+    hidden_BxTxE, tokens_BxT = batch
+    logits_BxTxKxV = medusa_lib.head_logits(heads, lm_head_ExV, hidden_BxTxE)
+    logits_BxKxTxV = jnp.swapaxes(logits_BxTxKxV, 1, 2)
+    labels_BxKxT, mask_BxKxT = _labels(tokens_BxT, num_heads, label_from)
+    logp = jax.nn.log_softmax(logits_BxKxTxV, -1)
+    nll = -jnp.take_along_axis(logp, labels_BxKxT[..., None], -1)[..., 0]
+    count_K = jnp.maximum(mask_BxKxT.sum((0, 2)), 1)
+    nll_K = (nll * mask_BxKxT).sum((0, 2)) / count_K
+    acc_K = ((jnp.argmax(logits_BxKxTxV, -1) == labels_BxKxT) * mask_BxKxT).sum((0, 2)) / count_K
+    metrics = {f"head{k}_top1": acc_K[k] for k in range(num_heads)}
+    metrics.update({f"head{k}_nll": nll_K[k] for k in range(num_heads)})
+    return jnp.sum(weights * nll_K) / weights.sum(), metrics
+
+  return loss_fn
+
+
+def head_accuracy(heads, lm_head_ExV, hidden_NxTxE, tokens_NxT, label_from: int, batch_size: int = 16):
+  """Per-head top-1 accuracy on generated tokens: a list of K floats."""
+  k = heads["w_KxExE"].shape[0]
+  loss_fn = jax.jit(medusa_loss(lm_head_ExV, k, label_from))
+  hits, total = np.zeros(k), 0
+  for i in range(0, len(tokens_NxT), batch_size):
+    batch = (jnp.asarray(hidden_NxTxE[i:i + batch_size]), jnp.asarray(tokens_NxT[i:i + batch_size]))
+    _, m = loss_fn(heads, batch)
+    n = len(batch[1])
+    hits += n * np.array([float(m[f"head{j}_top1"]) for j in range(k)])
+    total += n
+  return (hits / max(total, 1)).round(4).tolist()
+
+
+def train_heads(target, tokens_NxT, hidden_NxTxE, *, num_heads: int, label_from: int, cfg: loop.TrainConfig,
+                workdir, batch_size: int = 16, seed: int = 0, desc: str = "medusa"):
+  """Medusa-1 on a frozen target: only the heads' parameters train."""
+  lm_head = medusa_lib.target_lm_head(target)
+  heads = medusa_lib.init_heads(jax.random.PRNGKey(seed), num_heads, hidden_NxTxE.shape[-1])
+
+  def batch_fn(step):  # a pure function of the step: resumed runs see the same data
+    idx = np.random.default_rng([seed, step]).integers(0, len(tokens_NxT), size=batch_size)
+    return jnp.asarray(hidden_NxTxE[idx]), jnp.asarray(tokens_NxT[idx])
+
+  return loop.train(heads, medusa_loss(lm_head, num_heads, label_from), batch_fn, cfg, workdir, desc=desc)

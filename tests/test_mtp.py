@@ -1,0 +1,101 @@
+"""MTP (shared-weight head, recursive chain): greedy equality, exact sampling, state bookkeeping,
+training (loss falls, orbax resume is exact), head checkpoints, clear errors."""
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import specjax
+from specjax import testing
+from specjax.checkpoint import CheckpointError
+from specjax.models import heads
+from specjax.train import heads as train_heads
+from specjax.train import loop
+import stats_util
+
+V = 64
+MAX_NEW = 20
+
+
+def make_mtp(target, seed=1, **overrides):
+  cfg = dict(vocab_size=target.vocab_size, d_model=target.config.d_model, mlp_dim=64)
+  cfg.update(overrides)
+  return specjax.drafters.MTP(heads.init_head(heads.MTPHead(heads.MTPConfig(**cfg)), seed))
+
+
+@pytest.fixture(scope="module")
+def target():
+  return testing.tiny_decoder(V, seed=0)
+
+
+@pytest.mark.parametrize("batch,gamma", [(1, 1), (3, 4), (8, 7)])
+def test_greedy_equality(target, batch, gamma):
+  prompts, lengths = stats_util.prompts(batch, seed=batch * 10 + gamma)
+  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
+  out = specjax.speculative_generate(target, make_mtp(target), prompts, lengths, gamma=gamma,
+                                     max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, base.tokens)
+  np.testing.assert_array_equal(out.lengths, base.lengths)
+
+
+def test_commit_keeps_the_hidden_state_of_the_second_to_last_token(target):
+  """After ragged rounds each row's state equals a fresh full forward's hidden at seq_len - 2."""
+  prompts, lengths = stats_util.prompts(4, seed=3)
+  rows, state, ns = stats_util.drive_rounds(target, make_mtp(target), prompts, lengths, gamma=3,
+                                            sampling=specjax.Sampling(1.0), rounds=4, lenience=0.05)
+  assert ns.min() < 3 and ns.max() > 0, "rounds should accept different counts"
+  _, hidden_full, _ = target.module.apply({"params": target.params}, rows.tokens_BxS)
+  want = jnp.take_along_axis(hidden_full, (rows.seq_len_B - 2)[:, None, None], 1)[:, 0]
+  np.testing.assert_allclose(state.hidden_BxE, want, atol=2e-5)
+
+
+def test_sampled_output_is_exact():
+  target = testing.tiny_decoder(8, seed=0, weight_scale=1.0)
+  sampling = specjax.Sampling(temperature=1.0)
+  counts, st = stats_util.sampled_counts(target, make_mtp(target, seed=4), sampling)
+  assert 0.2 < st["acceptance_per_position"][0] < 0.95, "both accept and reject paths must be exercised"
+  assert stats_util.chi2_pvalue(counts, stats_util.exact_joint(target, sampling)) > 1e-3
+
+
+def test_training_loss_falls_and_resume_is_exact(target, tmp_path):
+  head = make_mtp(target).head
+  data = np.asarray(specjax.generate(target, *stats_util.prompts(8, seed=5), max_new_tokens=40).tokens)
+  batch_fn = lambda step: train_heads.target_features(target, data[(step * 4 + np.arange(4)) % len(data)])
+  loss_fn = train_heads.mtp_loss(head.module, target, depth=3)
+  cfg = loop.TrainConfig(steps=10, learning_rate=1e-2, warmup_steps=1, checkpoint_every=5, log_every=1)
+  fresh = lambda: jax.tree_util.tree_map(jnp.copy, head.params)  # the train step donates its input
+  straight = loop.train(fresh(), loss_fn, batch_fn, cfg, tmp_path / "straight")
+  loop.train(fresh(), loss_fn, batch_fn, cfg, tmp_path / "resumed", stop_after=5)
+  resumed = loop.train(fresh(), loss_fn, batch_fn, cfg, tmp_path / "resumed")
+  a = [r["loss"] for r in loop.read_metrics(tmp_path / "straight")]
+  b = [r["loss"] for r in loop.read_metrics(tmp_path / "resumed")]
+  np.testing.assert_array_equal(a, b)
+  for x, y in zip(jax.tree_util.tree_leaves(straight), jax.tree_util.tree_leaves(resumed)):
+    np.testing.assert_array_equal(x, y)
+  assert np.mean(a[-3:]) < 0.7 * a[0], a
+
+
+def test_head_checkpoint_round_trip_and_errors(target, tmp_path):
+  head = make_mtp(target).head
+  folder = heads.save_head(head, tmp_path / "mtp", dtype="bfloat16")
+  loaded = heads.load_head(folder)
+  assert loaded.config == head.config
+  for x, y in zip(jax.tree_util.tree_leaves(head.params), jax.tree_util.tree_leaves(loaded.params)):
+    np.testing.assert_allclose(x, y, rtol=1e-2, atol=1e-2)
+  with pytest.raises(CheckpointError, match="missing"):
+    heads.load_head(tmp_path / "nowhere")
+  with pytest.raises(CheckpointError, match="shape"):
+    heads.load_head(folder, mlp_dim=32)
+
+
+def test_incompatible_target_is_a_clear_error(target):
+  p = np.ones((1, 3), np.int32)
+  with pytest.raises(ValueError, match="d_model=16"):
+    specjax.speculative_generate(target, make_mtp(target, d_model=16), p, [3], gamma=2, max_new_tokens=4)
+  with pytest.raises(ValueError, match="vocab_size=32"):
+    specjax.speculative_generate(target, make_mtp(target, vocab_size=32), p, [3], gamma=2, max_new_tokens=4)
+  enc_dec = types.SimpleNamespace(is_encoder_decoder=True, config=target.config, vocab_size=V)  # checked first
+  with pytest.raises(ValueError, match="decoder-only"):
+    specjax.speculative_generate(enc_dec, make_mtp(target), p, [3], gamma=2, max_new_tokens=4)

@@ -1,0 +1,155 @@
+"""Token trees: topology, masks and positions, one-pass scoring, KV compaction, greedy equality."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import specjax
+from specjax import testing
+from specjax import tree as tree_lib
+from specjax.drafters.specinfer import SpecInfer
+from specjax.models import api, kv_cache
+
+from test_greedy_equality import MAX_NEW, V, _prompts
+
+forward = jax.jit(api.forward)  # eager flax dispatch is slower than one compile here
+full_logits = jax.jit(specjax.logits)
+
+TREES = {
+    "chain3": tree_lib.chain(3),
+    "specinfer": tree_lib.from_children((1, 1, 3, 1, 1, 1, 1, 1)),
+    "width5": tree_lib.from_children((5, 2, 1)),
+    "medusa": tree_lib.from_paths([(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (2, 0)]),
+}
+
+
+def brute_force(parents):
+  n = len(parents)
+  depth, mask = np.zeros(n, int), np.zeros((n, n), bool)
+  for i in range(n):
+    j = i
+    while j != -1:
+      mask[i, j] = True
+      depth[i] += j != i
+      j = parents[j]
+  return mask, depth
+
+
+@pytest.mark.parametrize("name", list(TREES))
+def test_mask_and_positions_match_brute_force(name):
+  tree = TREES[name]
+  mask, depth = brute_force(tree.parents)
+  np.testing.assert_array_equal(tree.mask, mask)
+  np.testing.assert_array_equal(tree.depth, depth)
+  np.testing.assert_array_equal(tree.positions(jnp.array([0, 7])), np.stack([depth, depth + 7]))
+  for i in range(tree.num_nodes):  # the ancestors table walks each root path
+    path = [j for j in tree.ancestors[i, :depth[i] + 1]]
+    assert path[0] == 0 and path[-1] == i and all(tree.parents[b] == a for a, b in zip(path, path[1:]))
+
+
+def test_builders():
+  assert tree_lib.chain(2).parents == (-1, 0, 1) and tree_lib.chain(2).is_chain
+  t = tree_lib.from_children((1, 1, 3, 1, 1, 1, 1, 1))
+  assert t.num_nodes == 1 + 1 + 1 + 3 * 6 and t.max_depth == 8 and t.max_width == 3 and t.is_bfs
+  assert tree_lib.from_children((5, 2)).num_nodes == 1 + 5 + 10
+  m = tree_lib.from_paths([(1, 0), (0,), (1,), (0, 0)])  # any order in; BFS out, by choice
+  assert m.parents == (-1, 0, 0, 1, 2)
+  np.testing.assert_array_equal(tree_lib.sibling_choices(m), [0, 0, 1, 0, 0])
+  assert len(tree_lib.full_paths((3, 2, 1))) == 3 + 6 + 6
+  with pytest.raises(ValueError, match="no parent path"):
+    tree_lib.from_paths([(0,), (1, 0)])
+  with pytest.raises(ValueError, match="parents must come earlier"):
+    tree_lib.Tree((-1, 2, 0))
+
+
+@pytest.fixture(scope="module")
+def target():
+  return testing.tiny_decoder(V, seed=0)
+
+
+def _scored(model, prefix_BxP, tree, nodes_BxG, max_len=32):
+  cfg = model.config
+  cache = kv_cache.init_cache(cfg.num_layers, prefix_BxP.shape[0], max_len, cfg.num_kv_heads, cfg.head_dim)
+  _, _, cache = forward(model, prefix_BxP[:, :-1], cache)
+  cache = cache.with_length(jnp.full((prefix_BxP.shape[0],), prefix_BxP.shape[1] - 1))
+  toks = jnp.concatenate([prefix_BxP[:, -1:], nodes_BxG], axis=1)
+  logits, _, cache = forward(model, toks, cache, tree.positions(cache.length_B), jnp.asarray(tree.mask))
+  return logits, cache, toks
+
+
+def test_one_pass_scores_every_root_path(target):
+  tree = TREES["width5"]
+  prefix = jnp.array([[5, 9, 13, 2]])
+  nodes = jax.random.randint(jax.random.PRNGKey(3), (1, tree.num_nodes - 1), 0, V)
+  logits, _, toks = _scored(target, prefix, tree, nodes)
+  for d in range(tree.max_depth + 1):  # one full forward per depth, every node of that depth a row
+    nodes_d = np.flatnonzero(tree.depth == d)
+    seqs = jnp.concatenate([jnp.repeat(prefix[:, :-1], len(nodes_d), 0),
+                            toks[0][tree.ancestors[nodes_d, :d + 1]]], axis=1)
+    np.testing.assert_allclose(logits[0, nodes_d], full_logits(target, seqs)[:, -1], atol=1e-4)
+
+
+def test_compaction_equals_fresh_forward(target):
+  """Batch 3, each row keeps its own path; the next step after compaction == a fresh forward."""
+  tree = TREES["specinfer"]
+  b = 3
+  prefix = jax.random.randint(jax.random.PRNGKey(0), (b, 5), 0, V)
+  nodes = jax.random.randint(jax.random.PRNGKey(1), (b, tree.num_nodes - 1), 0, V)
+  _, cache, toks = _scored(target, prefix, tree, nodes)
+  leaf = jnp.array([tree.num_nodes - 1, 4, 0])  # a deep leaf, a mid node, nothing accepted
+  path = jnp.asarray(tree.ancestors)[leaf]
+  n = jnp.asarray(tree.depth)[leaf]
+  length = cache.length_B
+  cache = tree_lib.compact(cache, length[:, None] + path[:, 1:], length + 1).with_length(length + 1 + n)
+  nxt = jnp.array([[7], [8], [9]])
+  logits, _, _ = forward(target, nxt, cache)
+  for row in range(b):
+    kept = toks[row, path[row, :int(n[row]) + 1]]
+    seq = jnp.concatenate([prefix[row, :-1], kept, nxt[row]])[None]
+    np.testing.assert_allclose(logits[row, 0], full_logits(target, seq)[0, -1], atol=1e-4)
+
+
+def test_greedy_tree_accepts_the_longest_matching_path():
+  tree = tree_lib.from_children((2, 2))  # nodes: 1,2 at depth 1; 3,4 under 1; 5,6 under 2
+  v = 10
+  best = np.array([4, 6, 4, 0, 0, 1, 0])  # the target's argmax at each node
+  logits = jax.nn.one_hot(jnp.asarray(best), v)[None]
+  toks = jnp.array([[0, 5, 4, 7, 7, 1, 9]])  # node 2 matches best[0]; neither of its children does
+  leaf, nxt = tree_lib.greedy(logits, toks, tree)
+  assert int(leaf[0]) == 2 and int(nxt[0]) == 4  # node 2's children (1, 9) miss best[2] = 4
+  toks = toks.at[0, 6].set(4)
+  leaf, nxt = tree_lib.greedy(logits, toks, tree)
+  assert int(leaf[0]) == 6 and int(nxt[0]) == 0
+
+
+@pytest.fixture(scope="module")
+def baselines(target):
+  return {b: specjax.generate(target, *_prompts(b, seed=b), max_new_tokens=MAX_NEW) for b in (1, 3, 8)}
+
+
+SPECINFER = (1, 1, 3, 1, 1, 1, 1, 1)
+
+
+# every tree shape, and every batch size for the paper's tree (each case is one compile)
+@pytest.mark.parametrize("children,batch", [((1, 1, 1), 1), (SPECINFER, 1), (SPECINFER, 3), (SPECINFER, 8),
+                                            ((5, 2, 1), 3), ((5, 2, 1), 8)])
+def test_specinfer_greedy_equality(target, baselines, children, batch):
+  drafter = SpecInfer(testing.perturbed(target, 0.05), children=children)
+  out = specjax.speculative_generate(target, drafter, *_prompts(batch, seed=batch), gamma=len(children),
+                                     max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, baselines[batch].tokens)
+  np.testing.assert_array_equal(out.lengths, baselines[batch].lengths)
+  assert out.stats["mean_accepted"] > 0.3  # the tree path, compaction included, is exercised
+
+
+def test_specinfer_with_the_target_as_drafter_accepts_everything(target, baselines):
+  out = specjax.speculative_generate(target, SpecInfer(target, children=SPECINFER), *_prompts(3, seed=3),
+                                     gamma=8, max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, baselines[3].tokens)
+  assert out.stats["iterations"] == -(-MAX_NEW // 9)
+
+
+def test_gamma_must_be_the_tree_depth(target):
+  with pytest.raises(ValueError, match="depth 3"):
+    specjax.speculative_generate(target, SpecInfer(target, children=(2, 1, 1)), *_prompts(1), gamma=4,
+                                 max_new_tokens=4)
