@@ -1,8 +1,10 @@
 """Trains the demo pair on the Python stdlib source and writes it to specjax/assets/demo/.
 
-  # target (~45 min on 2 CPU cores), then the drafter distilled from it (~10 min):
+  # target (~45 min on 2 idle CPU cores), the drafter distilled from its softmax on the corpus
+  # (~8 min), then sequence-level KD on target-generated text mixed with corpus text (~12 min):
   python scripts/train_demo.py --stage=target --workdir=runs/demo
   python scripts/train_demo.py --stage=drafter --workdir=runs/demo
+  python scripts/train_demo.py --stage=drafter_seqkd --workdir=runs/demo
 
 Both stages resume from their orbax checkpoints if interrupted. Seeds are fixed.
 """
@@ -18,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import specjax
 from specjax import checkpoint
 from specjax.data import code_corpus
 from specjax.data.tokenizer import ByteTokenizer
@@ -26,11 +29,12 @@ from specjax.models.decoder import Decoder, DecoderConfig
 from specjax.train import loop, objectives
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("stage", "target", ["target", "drafter"], "what to train")
+flags.DEFINE_enum("stage", "target", ["target", "drafter", "drafter_seqkd"], "what to train")
 flags.DEFINE_string("workdir", "runs/demo", "checkpoints, metrics and plots")
 flags.DEFINE_string("out", "specjax/assets/demo", "where the finished weights go")
 flags.DEFINE_integer("target_steps", 360, "target optimizer steps (32 x 256 tokens each)")
 flags.DEFINE_integer("drafter_steps", 200, "drafter distillation steps")
+flags.DEFINE_integer("seqkd_steps", 300, "sequence-level KD steps (continuing the drafter)")
 flags.DEFINE_integer("seed", 0, "seed for init and data order")
 
 TOK = ByteTokenizer()
@@ -48,6 +52,51 @@ def held_out_bits_per_byte(module, params, data, n_batches=8):
   return float(np.mean(losses) / np.log(2.0))
 
 
+def target_generated(target, train, workdir, rows=512, prompt_len=32, batch=64):
+  """Target continuations of corpus crops: half greedy, half sampled at temperature 1 (cached)."""
+  path = workdir / "generated.npy"
+  if path.exists():
+    return np.load(path)
+  out = []
+  for i in range(rows // batch):
+    prompts = code_corpus.batch_at(train, 10_000 + i, batch, prompt_len - 1, seed=FLAGS.seed)
+    sampling = specjax.Sampling(0.0 if i % 2 == 0 else 1.0)
+    gen = specjax.generate(target, prompts, np.full((batch,), prompt_len), max_new_tokens=SEQ + 1 - prompt_len,
+                           sampling=sampling, rng=jax.random.PRNGKey(i))
+    out.append(np.concatenate([prompts, gen.tokens], axis=1))
+  data = np.concatenate(out).astype(np.int32)
+  workdir.mkdir(parents=True, exist_ok=True)
+  np.save(path, data)
+  return data
+
+
+def sequence_kd(train, held, workdir):
+  """Continues the drafter on target-generated text (and corpus text, alternating), KD loss."""
+  target = checkpoint.load_model(pathlib.Path(FLAGS.out) / "target")
+  drafter = checkpoint.load_model(pathlib.Path(FLAGS.out) / "drafter")
+  generated = target_generated(target, train, workdir)
+  held_gen, train_gen = generated[:32], generated[32:]
+  module = Decoder(dataclasses.replace(DRAFTER, dtype="bfloat16"))
+  teacher = Decoder(dataclasses.replace(TARGET, dtype="bfloat16"))
+  loss_fn = objectives.distill_loss(module, teacher, target.params, TOK.pad_id, hard_weight=0.1)
+
+  def batch_fn(step):
+    if step % 2:
+      return jnp.asarray(code_corpus.batch_at(train, step, BATCH, SEQ, FLAGS.seed + 7))
+    rows = np.random.default_rng([FLAGS.seed, step]).integers(0, len(train_gen), BATCH)
+    return jnp.asarray(train_gen[rows])
+
+  probes = {"corpus": jnp.asarray(code_corpus.batch_at(held, 0, 16, SEQ, seed=99)), "generated": jnp.asarray(held_gen)}
+  metrics = jax.jit(loss_fn)
+  before = {k: {m: float(v) for m, v in metrics(drafter.params, p)[1].items()} for k, p in probes.items()}
+  cfg = loop.TrainConfig(steps=FLAGS.seqkd_steps, learning_rate=2e-3, warmup_steps=10, checkpoint_every=20)
+  params = loop.train(drafter.params, loss_fn, batch_fn, cfg, workdir, desc="drafter seq-KD")
+  after = {k: {m: float(v) for m, v in metrics(params, p)[1].items()} for k, p in probes.items()}
+  model = bundle.Model(Decoder(DRAFTER), params)
+  return model, {"params": model.num_params, "train_tokens": FLAGS.seqkd_steps * BATCH * SEQ,
+                 "generated_rows": int(len(generated)), "held_out_before": before, "held_out_after": after}
+
+
 def main(_):
   workdir = pathlib.Path(FLAGS.workdir) / FLAGS.stage
   train = code_corpus.load_split("train", TOK)
@@ -62,6 +111,8 @@ def main(_):
                         desc="target")
     model = bundle.Model(Decoder(TARGET), params)
     report = {"params": model.num_params, "train_tokens": FLAGS.target_steps * BATCH * SEQ}
+  elif FLAGS.stage == "drafter_seqkd":
+    model, report = sequence_kd(train, held, workdir)
   else:
     target = checkpoint.load_model(pathlib.Path(FLAGS.out) / "target")
     module = Decoder(dataclasses.replace(DRAFTER, dtype="bfloat16"))
@@ -78,7 +129,11 @@ def main(_):
               "held_out_before": before, "held_out_after": after}
   report["held_out_bits_per_byte"] = held_out_bits_per_byte(model.module, model.params, held)
   report["wall_s"] = round(time.time() - t0, 1)
-  out = checkpoint.save_model(model, pathlib.Path(FLAGS.out) / FLAGS.stage, dtype="bfloat16")
+  name = "drafter" if FLAGS.stage == "drafter_seqkd" else FLAGS.stage
+  out = pathlib.Path(FLAGS.out) / name
+  if FLAGS.stage == "drafter_seqkd":  # keep the KD stage's report beside this one
+    report = {"kd_stage": json.loads((out / "training.json").read_text()), "seqkd_stage": report}
+  checkpoint.save_model(model, out, dtype="bfloat16")
   (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
   loop.plot_loss(workdir, title=f"demo {FLAGS.stage}")
   print(json.dumps(report, indent=2))

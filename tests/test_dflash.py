@@ -50,7 +50,8 @@ def test_context_cache_holds_the_features_of_every_committed_position(target):
   np.testing.assert_array_equal(state.ctx_len_B, rows.seq_len_B - 1)
   b, s = rows.tokens_BxS.shape
   batch = train_heads.target_features(target, rows.tokens_BxS, drafter.feature_layers)
-  k_want, v_want = drafter._context(batch["feat"], jnp.broadcast_to(jnp.arange(s)[None], (b, s)))  # pylint: disable=protected-access
+  positions = jnp.broadcast_to(jnp.arange(s)[None], (b, s))
+  k_want, v_want = drafter._context(batch["feat"], positions)  # pylint: disable=protected-access
   for row in range(b):
     n = int(state.ctx_len_B[row])
     np.testing.assert_allclose(state.ctx_k_LxBxSxKxD[:, row, :n], k_want[:, row, :n], atol=5e-5)

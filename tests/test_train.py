@@ -46,3 +46,20 @@ def test_checkpoint_round_trip(tmp_path):
   for x, y in zip(jax_leaves(model.params), jax_leaves(loaded.params)):
     np.testing.assert_allclose(x, y, rtol=1e-2, atol=1e-2)  # bf16 storage
   assert loaded.config == model.config
+
+
+def test_sharded_train_step_matches_one_device(tmp_path):
+  """The train step under the inference rules (data x model mesh) gives the same losses."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from specjax import sharding  # pylint: disable=import-outside-toplevel
+  if len(jax.devices()) < 8:
+    raise AssertionError("tests/conftest.py should provide 8 fake CPU devices")
+  model, loss_fn, batch_fn, cfg = _setup()
+  cfg = loop.TrainConfig(steps=4, learning_rate=1e-2, warmup_steps=1, checkpoint_every=4, log_every=1)
+  mesh = sharding.make_mesh({"data": 4, "model": 2})
+  sharded = loop.train(model.params, loss_fn, batch_fn, cfg, tmp_path / "mesh", mesh=mesh, model=model)
+  loop.train(model.params, loss_fn, batch_fn, cfg, tmp_path / "one")
+  a = [r["loss"] for r in loop.read_metrics(tmp_path / "mesh")]
+  b = [r["loss"] for r in loop.read_metrics(tmp_path / "one")]
+  np.testing.assert_allclose(a, b, rtol=2e-5)
+  assert len(jax_leaves(sharded)[0].sharding.device_set) == 8

@@ -42,10 +42,10 @@ class _SwiGLU(nn.Module):
 
   @nn.compact
   def __call__(self, x):
-    dt = jnp.dtype(self.dtype)
-    wg = param_with_axes(self, "gate", Init.normal(self.d_model ** -0.5), (self.d_model, self.mlp_dim), ("embed", "mlp"))
-    wu = param_with_axes(self, "up", Init.normal(self.d_model ** -0.5), (self.d_model, self.mlp_dim), ("embed", "mlp"))
-    wd = param_with_axes(self, "down", Init.normal(self.mlp_dim ** -0.5), (self.mlp_dim, self.d_model), ("mlp", "embed"))
+    dt, e, m = jnp.dtype(self.dtype), self.d_model, self.mlp_dim
+    wg = param_with_axes(self, "gate", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
+    wu = param_with_axes(self, "up", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
+    wd = param_with_axes(self, "down", Init.normal(m ** -0.5), (m, e), ("mlp", "embed"))
     return (jax.nn.silu(x @ wg.astype(dt)) * (x @ wu.astype(dt))) @ wd.astype(dt)
 
 
@@ -165,9 +165,10 @@ def load_head(folder, **config_overrides) -> bundle.Model:
     raise CheckpointError(f"{weights_path}: corrupt or truncated safetensors file ({e})") from e
   abstract = jax.eval_shape(lambda: _init_variables(module, jax.random.PRNGKey(0)))
   expected = traverse_util.flatten_dict(nn.unbox(abstract["params"]), sep="/")
-  if set(expected) != set(flat):
-    raise CheckpointError(f"{weights_path}: params do not match the config: missing "
-                          f"{sorted(set(expected) - set(flat))[:5]}, unexpected {sorted(set(flat) - set(expected))[:5]}")
+  missing, extra = sorted(set(expected) - set(flat)), sorted(set(flat) - set(expected))
+  if missing or extra:
+    raise CheckpointError(f"{weights_path}: params do not match the config: missing {missing[:5]}, "
+                          f"unexpected {extra[:5]}")
   for k, spec in expected.items():
     if tuple(flat[k].shape) != tuple(spec.shape):
       raise CheckpointError(f"{weights_path}: param {k!r} has shape {flat[k].shape}, config expects {spec.shape}")

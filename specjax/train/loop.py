@@ -58,12 +58,20 @@ def make_train_step(loss_fn: Callable, optimizer: optax.GradientTransformation, 
 
 
 def train(params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainConfig,
-          workdir: str | pathlib.Path, *, stop_after: int | None = None, desc: str = "train") -> Any:
+          workdir: str | pathlib.Path, *, stop_after: int | None = None, desc: str = "train",
+          mesh=None, model=None) -> Any:
   """Trains (resuming from ``workdir/checkpoints`` if present) and returns the final params.
 
   ``stop_after`` ends the run early at that step (after checkpointing), which tests use to
-  simulate an interruption.
+  simulate an interruption. With a ``mesh`` (and the ``model`` whose logical axes the params
+  carry) params are placed by the same rules as inference and batches split over ``data``; the
+  optimizer state and the jitted step follow the params' shardings.
   """
+  put_batch = lambda batch: batch
+  if mesh is not None:
+    from specjax import sharding  # pylint: disable=import-outside-toplevel
+    params = jax.device_put(params, sharding.param_shardings(model, mesh))
+    put_batch = lambda batch: jax.device_put(batch, sharding.batch_sharding(mesh, np.ndim(batch)))
   workdir = pathlib.Path(workdir).absolute()
   workdir.mkdir(parents=True, exist_ok=True)
   optimizer = make_optimizer(cfg)
@@ -81,7 +89,7 @@ def train(params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainC
   t0 = time.time()
   with open(metrics_path, "a") as log, tqdm(total=end, initial=start, desc=desc, mininterval=5) as bar:
     for step in range(start, end):
-      state, metrics = step_fn(state, batch_fn(step))
+      state, metrics = step_fn(state, put_batch(batch_fn(step)))
       if (step + 1) % cfg.log_every == 0 or step + 1 == end:
         row = {k: float(v) for k, v in metrics.items()}
         row.update(step=step + 1, elapsed_s=round(time.time() - t0, 2))
