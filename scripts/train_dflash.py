@@ -1,6 +1,6 @@
 """Trains a DFlash block drafter on a FROZEN target and writes it to specjax/assets/demo/dflash.
 
-  python scripts/train_dflash.py --target=specjax/assets/demo/target --workdir=runs/dflash   # ~8 min, 2 CPU cores
+  python scripts/train_dflash.py --target=specjax/assets/demo/target --workdir=runs/dflash   # ~12 min, 2 CPU cores
   python scripts/train_dflash.py --eval_only --eval_gammas=3,7,11                           # block-size mismatch
 
 Data: target-generated continuations of stdlib prompts (DFlash trains on the target's own
@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("target", "specjax/assets/demo/target", "frozen target model folder")
 flags.DEFINE_string("workdir", "runs/dflash", "checkpoints and metrics")
 flags.DEFINE_string("out", "specjax/assets/demo/dflash", "where the trained drafter goes")
-flags.DEFINE_integer("steps", 600, "optimizer steps")
+flags.DEFINE_integer("steps", 1000, "optimizer steps")
 flags.DEFINE_integer("batch", 16, "sequences per step")
 flags.DEFINE_integer("anchors", 8, "random anchors (blocks) per sequence per step")
 flags.DEFINE_integer("block_size", 8, "B: anchor + B-1 masks; decode with gamma = B-1")
@@ -40,7 +40,8 @@ flags.DEFINE_integer("num_feature_layers", 3, "target layers fused into the cont
 flags.DEFINE_float("decay", 4.0, "loss weight of block position i: exp(-(i-1)/decay)")
 flags.DEFINE_float("learning_rate", 3e-3, "peak learning rate")
 flags.DEFINE_integer("pool", 256, "training sequences (target features computed once)")
-flags.DEFINE_integer("seq_len", 160, "tokens per training sequence (64 prompt + generated)")
+flags.DEFINE_integer("seq_len", 320, "tokens per training sequence (64 prompt + generated); cover the "
+                     "context lengths you decode at: DFlash drafts worse past the positions it saw")
 flags.DEFINE_list("gen_temperatures", ["0.0", "0.7"], "temperatures the generated pool is split over")
 flags.DEFINE_list("eval_gammas", [], "draft lengths to measure (default: B-1, and B/2-1, 2B-1 for the mismatch)")
 flags.DEFINE_bool("eval_only", False, "skip training; evaluate the drafter at --out")

@@ -1,6 +1,6 @@
 """Trains (heals) a shared-weight MTP head on a FROZEN target and writes it to specjax/assets/demo/mtp.
 
-  python scripts/train_mtp.py --target=specjax/assets/demo/target --workdir=runs/mtp   # ~8 min, 2 CPU cores
+  python scripts/train_mtp.py --target=specjax/assets/demo/target --workdir=runs/mtp   # ~6 min, 2 CPU cores
   python scripts/train_mtp.py --eval_only                                            # acceptance at gamma 1..7
 
 The target's hidden states over a pool of text (target-generated continuations of stdlib prompts,
@@ -29,15 +29,15 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("target", "specjax/assets/demo/target", "frozen target model folder")
 flags.DEFINE_string("workdir", "runs/mtp", "checkpoints and metrics")
 flags.DEFINE_string("out", "specjax/assets/demo/mtp", "where the trained head goes")
-flags.DEFINE_integer("steps", 400, "optimizer steps")
-flags.DEFINE_integer("batch", 16, "sequences per step")
+flags.DEFINE_integer("steps", 200, "optimizer steps")
+flags.DEFINE_integer("batch", 8, "sequences per step")
 flags.DEFINE_integer("depth", 7, "recursive steps unrolled in training")
 flags.DEFINE_integer("mlp_dim", 1024, "head MLP width")
 flags.DEFINE_integer("num_blocks", 1, "residual MLP blocks in the head")
 flags.DEFINE_float("learning_rate", 3e-3, "peak learning rate")
 flags.DEFINE_enum("data", "generated", ["generated", "corpus"], "target-generated text or stdlib crops")
-flags.DEFINE_integer("pool", 384, "training sequences (target features computed once)")
-flags.DEFINE_integer("seq_len", 160, "tokens per training sequence")
+flags.DEFINE_integer("pool", 256, "training sequences (target features computed once)")
+flags.DEFINE_integer("seq_len", 128, "tokens per training sequence")
 flags.DEFINE_list("gen_temperatures", ["0.0", "0.7"], "temperatures the generated pool is split over")
 flags.DEFINE_list("eval_gammas", [str(g) for g in range(1, 8)], "draft lengths to measure")
 flags.DEFINE_bool("eval_only", False, "skip training; evaluate the head at --out")

@@ -67,6 +67,7 @@ def train(params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainC
   carry) params are placed by the same rules as inference and batches split over ``data``; the
   optimizer state and the jitted step follow the params' shardings.
   """
+  params = jax.tree_util.tree_map(jnp.array, params)  # a copy: the step donates its state
   put_batch = lambda batch: batch
   if mesh is not None:
     from specjax import sharding  # pylint: disable=import-outside-toplevel
