@@ -12,11 +12,11 @@ Untrained (zero) heads are used, with a NOTE, when the heads are missing.
 """
 import ml_collections
 
+from specjax.config_util import sibling_config
+
 
 def get_config(arg: str | None = None):
-  del arg
-  c = ml_collections.ConfigDict()
-  c.target = ml_collections.ConfigDict({"checkpoint": "demo/target"})
+  c = sibling_config(__file__, "demo", arg)  # every key not set here is demo.py's
   c.drafter = ml_collections.ConfigDict({"checkpoint": "demo/target"})  # unused: Medusa has no draft model
   c.drafter_kind = "medusa"
   c.medusa_heads = "demo/medusa"      # a folder, or a name under specjax/assets
@@ -24,16 +24,4 @@ def get_config(arg: str | None = None):
   c.medusa_top_k = (4, 2, 2, 1)       # dense tree: top-k of head d at depth d
   c.medusa_acceptance = "rejection"   # rejection | typical (lossy)
   c.gamma = 4                         # the tree's depth
-  c.batch_size = 1
-  c.prompt_len = 96
-  c.max_new_tokens = 192
-  c.temperature = 0.0
-  c.top_k = 0
-  c.top_p = 1.0
-  c.lenience = 1.0
-  c.eos_id = -1
-  c.seed = 0
-  c.repeats = 3
-  c.mesh = ""
-  c.distributed = False
   return c

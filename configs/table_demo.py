@@ -10,25 +10,13 @@ tiny random target runs instead, and the run says so.
 """
 import ml_collections
 
+from specjax.config_util import sibling_config
+
 
 def get_config(arg: str | None = None):
-  del arg
-  c = ml_collections.ConfigDict()
-  c.target = ml_collections.ConfigDict({"checkpoint": "demo/target"})
+  c = sibling_config(__file__, "demo", arg)  # every key not set here is demo.py's
   c.drafter = ml_collections.ConfigDict({})  # no weights: the table is counted at startup
   c.drafter_kind = "table"
   c.table_order = 2     # 1: unigram, 2: bigram
   c.gamma = 3
-  c.batch_size = 1
-  c.prompt_len = 96
-  c.max_new_tokens = 192
-  c.temperature = 0.0
-  c.top_k = 0
-  c.top_p = 1.0
-  c.lenience = 1.0
-  c.eos_id = -1
-  c.seed = 0
-  c.repeats = 3
-  c.mesh = ""
-  c.distributed = False
   return c

@@ -2,18 +2,13 @@
 
   python -m specjax.run --config=configs/tiny_random.py
 """
-import importlib.util
-import pathlib
-
 import ml_collections
 
-_spec = importlib.util.spec_from_file_location("demo", pathlib.Path(__file__).with_name("demo.py"))
-demo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(demo)
+from specjax.config_util import sibling_config
 
 
 def get_config(arg: str | None = None):
-  c = demo.get_config(arg)
+  c = sibling_config(__file__, "demo", arg)
   c.target = ml_collections.ConfigDict(dict(family="decoder", vocab_size=264, d_model=64, num_layers=2,
                                             num_heads=4, num_kv_heads=4, head_dim=16, mlp_dim=128))
   c.drafter = ml_collections.ConfigDict(dict(family="decoder", vocab_size=264, d_model=32, num_layers=1,
