@@ -8,7 +8,7 @@ has the power to catch a subtle bug.
 import jax
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
+import stats_util  # tests/ is on sys.path under pytest
 
 import specjax
 from specjax import accept, testing
@@ -26,33 +26,14 @@ def pair():
 
 
 def exact_joint(target, sampling):
-  p1 = sampling.probs(specjax.logits(target, PROMPT)[0, -1])
-  seqs = np.concatenate([np.repeat(PROMPT, V, 0), np.arange(V)[:, None]], axis=1)
-  p2 = sampling.probs(specjax.logits(target, seqs)[:, -1])
-  return np.asarray(p1)[:, None] * np.asarray(p2)
+  return stats_util.exact_joint(target, sampling, PROMPT)
 
 
 def sampled_counts(target, drafter, sampling, gamma=2, lenience=1.0, seed=0):
-  prompts = np.repeat(PROMPT, N, 0)
-  lengths = np.full((N,), PROMPT.shape[1])
-  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, max_new_tokens=2,
-                                     sampling=sampling, rng=jax.random.PRNGKey(seed), lenience=lenience)
-  counts = np.zeros((V, V))
-  np.add.at(counts, (out.tokens[:, 0], out.tokens[:, 1]), 1)
-  return counts, out.stats
+  return stats_util.sampled_counts(target, drafter, sampling, N, gamma, lenience, seed, PROMPT)
 
 
-def chi2_pvalue(counts, joint):
-  joint = np.asarray(joint, np.float64)
-  expected = joint.ravel() / joint.sum() * counts.sum()  # float64: scipy wants matching totals
-  observed = counts.ravel()
-  assert observed[expected == 0].sum() == 0, "sampled a token the target gives zero probability"
-  big = expected >= 5  # pool the sparse cells so the chi-squared approximation holds
-  obs = np.append(observed[big], observed[~big].sum())
-  exp = np.append(expected[big], expected[~big].sum())
-  if exp[-1] == 0:
-    obs, exp = obs[:-1], exp[:-1]
-  return scipy_stats.chisquare(obs, exp).pvalue
+chi2_pvalue = stats_util.chi2_pvalue
 
 
 SETTINGS = {
