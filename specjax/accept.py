@@ -1,12 +1,17 @@
-"""Accept rules for a chain of ``G`` drafts scored by one target pass over ``G + 1`` positions.
+"""Accept rules on a token tree scored by one target pass over every node (see :mod:`specjax.tree`).
 
-Each returns ``(n_accepted_B, next_token_B)``: the row keeps drafts ``0..n-1`` and then
-``next_token`` (the correction at the first rejection, or the bonus token when all G pass).
+A chain of gamma drafts is the tree ``(-1, 0, ..., gamma - 1)`` and goes through these same rules:
+on a chain ``multi_round`` is Leviathan et al. Alg. 1 (Chen et al. Alg. 2) and ``greedy`` is the
+longest prefix matching the target's argmax.
+
+Each rule returns ``(leaf_B, next_token_B)``: the row keeps the root path to ``leaf`` and then
+``next_token`` (the correction at the first rejection, or the bonus token after a full path).
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from specjax.sampling import sample_from
 
@@ -14,39 +19,90 @@ from specjax.sampling import sample_from
 RESIDUAL_EPS = 1e-6
 
 
-def _leading_true(ok_BxG):
-  return jnp.sum(jnp.cumprod(ok_BxG.astype(jnp.int32), axis=-1), axis=-1)
-
-
-def greedy(target_logits_BxG1xV, drafts_BxG):
-  """Exact match with the target's argmax; the output equals greedy autoregressive decoding."""
-  best_BxG1 = jnp.argmax(target_logits_BxG1xV, -1).astype(jnp.int32)
-  n_B = _leading_true(drafts_BxG == best_BxG1[:, :-1])
-  return n_B, jnp.take_along_axis(best_BxG1, n_B[:, None], 1)[:, 0]
-
-
-def rejection(rng, p_BxG1xV, q_BxGxV, drafts_BxG, lenience: float = 1.0):
-  """Leviathan et al. Alg. 1 (Chen et al. Alg. 2): lossless when ``lenience == 1``.
-
-  Accept draft x with probability min(1, p(x) / (lenience * q(x))); on the first rejection draw
-  from norm(max(0, p - q)), with p as the fallback when that residual is ~0; when all G drafts
-  pass, draw the bonus token from the target's last distribution. ``lenience < 1`` is lossy.
-  """
-  b, g = drafts_BxG.shape
-  u_rng, r_rng = jax.random.split(rng)
-  p_draft = jnp.take_along_axis(p_BxG1xV[:, :g], drafts_BxG[..., None], -1)[..., 0]
-  q_draft = jnp.take_along_axis(q_BxGxV, drafts_BxG[..., None], -1)[..., 0]
-  u_BxG = jax.random.uniform(u_rng, (b, g))
-  n_B = _leading_true(u_BxG * lenience * q_draft < p_draft)
-  q_pad_BxG1xV = jnp.concatenate([q_BxGxV, jnp.zeros_like(q_BxGxV[:, :1])], axis=1)  # bonus: residual = p
-  p_n = jnp.take_along_axis(p_BxG1xV, n_B[:, None, None], 1)[:, 0]
-  q_n = jnp.take_along_axis(q_pad_BxG1xV, n_B[:, None, None], 1)[:, 0]
-  residual = jnp.maximum(p_n - q_n, 0.0)
-  mass = residual.sum(-1, keepdims=True)
-  residual = jnp.where(mass > RESIDUAL_EPS, residual / jnp.maximum(mass, RESIDUAL_EPS), p_n)
-  return n_B, sample_from(r_rng, residual)
-
-
 def overlap(p_BxGxV, q_BxGxV):
   """sum_x min(p(x), q(x)) per position: the acceptance probability alpha of each draft."""
   return jnp.sum(jnp.minimum(p_BxGxV, q_BxGxV), -1)
+
+
+def _path_ok_leaf(ok_BxN, tree):
+  """Deepest node whose whole root path is ok (the root always is)."""
+  anc_ok = jnp.all(ok_BxN[:, None, :] | ~jnp.asarray(tree.mask)[None], axis=-1)
+  score = jnp.where(anc_ok, jnp.asarray(tree.depth)[None], -1)
+  return jnp.argmax(score, axis=-1).astype(jnp.int32)
+
+
+def greedy(logits_BxNxV, tokens_BxN, tree):
+  """Exact match: node i is right iff its token is the target's argmax at its parent."""
+  best_BxN = jnp.argmax(logits_BxNxV, -1).astype(jnp.int32)
+  par = np.maximum(np.asarray(tree.parents), 0)
+  ok = (tokens_BxN == best_BxN[:, par]).at[:, 0].set(True)
+  leaf_B = _path_ok_leaf(ok, tree)
+  return leaf_B, jnp.take_along_axis(best_BxN, leaf_B[:, None], 1)[:, 0]
+
+
+def typical(rng, p_BxNxV, tokens_BxN, tree, epsilon: float, delta: float):
+  """Medusa's typical acceptance (LOSSY): node ok iff p(x) > min(epsilon, delta * exp(-H(p)))."""
+  par = np.maximum(np.asarray(tree.parents), 0)
+  ent_BxN = -jnp.sum(jnp.where(p_BxNxV > 0, p_BxNxV * jnp.log(jnp.maximum(p_BxNxV, 1e-30)), 0.0), -1)
+  thr_BxN = jnp.minimum(epsilon, delta * jnp.exp(-ent_BxN))
+  p_tok = jnp.take_along_axis(p_BxNxV[:, par], tokens_BxN[..., None], -1)[..., 0]
+  ok = (p_tok > thr_BxN[:, par]).at[:, 0].set(True)
+  leaf_B = _path_ok_leaf(ok, tree)
+  return leaf_B, sample_from(rng, jnp.take_along_axis(p_BxNxV, leaf_B[:, None, None], 1)[:, 0])
+
+
+def _take(x_BxNx, idx_B):
+  return jnp.take_along_axis(x_BxNx, idx_B.reshape((-1,) + (1,) * (x_BxNx.ndim - 1)), 1)[:, 0]
+
+
+def residual(r_BxV, q_BxV):
+  """norm(max(0, r - q)) after a rejection; r itself where that is numerically empty (r ~= q)."""
+  x_BxV = jnp.maximum(r_BxV - q_BxV, 0.0)
+  mass = x_BxV.sum(-1, keepdims=True)
+  return jnp.where(mass > RESIDUAL_EPS, x_BxV / jnp.maximum(mass, RESIDUAL_EPS), r_BxV)
+
+
+def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bool,
+                lenience: float = 1.0, update_q: bool = True):
+  """SpecInfer's multi-round verification (recursive rejection sampling). Lossless at lenience 1.
+
+  At each node, try its children in order with r = the target's p there: accept child x with
+  probability min(1, r(x) / (lenience * q(x))); on rejection r <- ``residual(r, q)`` and, for
+  siblings drawn without replacement, q <- q with x removed, renormalised. When every child is
+  rejected (or the node is a leaf) draw the next token from r. ``q_BxNxV[:, 0]`` is unused (the
+  root is not drafted). ``lenience < 1`` is Leviathan's lossy relaxation; ``update_q=False`` is a
+  deliberately WRONG variant, kept for the tests' power check.
+  """
+  b = p_BxNxV.shape[0]
+  table = jnp.asarray(tree.children_table)
+  w = table.shape[1]
+  u_BxDxW = jax.random.uniform(jax.random.fold_in(rng, 0), (b, tree.max_depth, w))
+  cur_B = jnp.zeros((b,), jnp.int32)
+  walking_B = jnp.ones((b,), bool)
+  r_BxV = p_BxNxV[:, 0]
+  for d in range(tree.max_depth):
+    ch_BxW = table[cur_B]
+    q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q
+    moved_B = jnp.zeros((b,), bool)
+    nxt_B = cur_B
+    for j in range(w):
+      c_B = ch_BxW[:, j]
+      try_B = walking_B & ~moved_B & (c_B >= 0)
+      c_B = jnp.maximum(c_B, 0)
+      q_BxV = q_run if without_replacement else _take(q_BxNxV, c_B)
+      x_B = jnp.take_along_axis(tokens_BxN, c_B[:, None], 1)[:, 0]
+      qx = jnp.take_along_axis(q_BxV, x_B[:, None], 1)[:, 0]
+      rx = jnp.take_along_axis(r_BxV, x_B[:, None], 1)[:, 0]
+      drawable = qx > 0  # a token q cannot draw (exhausted support) is skipped, not tested
+      acc_B = try_B & drawable & (u_BxDxW[:, d, j] * lenience * qx < rx)
+      rej_B = try_B & drawable & ~acc_B
+      r_BxV = jnp.where(rej_B[:, None], residual(r_BxV, q_BxV), r_BxV)
+      if without_replacement and update_q:
+        q_drop = q_run * (jnp.arange(q_run.shape[-1])[None] != x_B[:, None])
+        q_run = jnp.where(rej_B[:, None], q_drop / jnp.maximum(q_drop.sum(-1, keepdims=True), 1e-30), q_run)
+      nxt_B = jnp.where(acc_B, c_B, nxt_B)
+      moved_B = moved_B | acc_B
+    cur_B = nxt_B
+    r_BxV = jnp.where(moved_B[:, None], _take(p_BxNxV, cur_B), r_BxV)
+    walking_B = walking_B & moved_B
+  return cur_B, sample_from(jax.random.fold_in(rng, 1), r_BxV)

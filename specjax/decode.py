@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax import accept, sharding, validate
+from specjax import sharding, validate
 from specjax import tree as tree_lib
 from specjax.models import api, kv_cache
 from specjax.sampling import Sampling
@@ -119,33 +119,6 @@ class Stats:
     return cls(jnp.zeros((), jnp.int32), z, jnp.zeros((gamma,)), jnp.zeros((gamma,)), z, z)
 
 
-def _verify_and_accept(target, cache, rows, draft, sampling, rng, lenience, feature_layers=()):
-  """One target pass over [last token, drafts]; returns new tokens, accepted counts, p.
-
-  ``feature_layers`` (a drafter attribute, e.g. DFlash's): the hidden handed to ``commit`` is then
-  those target layers' outputs concatenated on the last axis instead of the final hidden state.
-  """
-  drafts_BxG = draft.tokens_BxG
-  b, g = drafts_BxG.shape
-  verify_in = jnp.concatenate([_last_tokens(rows), drafts_BxG], axis=1)
-  if feature_layers:
-    logits_BxG1xV, _, cache, layer_hidden = target.module.apply(
-        {"params": target.params}, verify_in, None, cache, None, return_layer_hidden=True)
-    hidden_BxG1xE = jnp.concatenate([layer_hidden[i] for i in feature_layers], axis=-1)
-  else:
-    logits_BxG1xV, hidden_BxG1xE, cache = api.forward(target, verify_in, cache)
-  v = logits_BxG1xV.shape[-1]
-  q_BxGxV = draft.q_BxGxV if draft.q_BxGxV is not None else jax.nn.one_hot(drafts_BxG, v)
-  p_BxG1xV = sampling.probs(logits_BxG1xV)
-  if sampling.greedy:
-    n_B, next_B = accept.greedy(logits_BxG1xV, drafts_BxG)
-  else:
-    n_B, next_B = accept.rejection(rng, p_BxG1xV, q_BxGxV, drafts_BxG, lenience)
-  new_BxG1 = jnp.concatenate([drafts_BxG, jnp.zeros((b, 1), jnp.int32)], axis=1)
-  new_BxG1 = jnp.where(jnp.arange(g + 1)[None] == n_B[:, None], next_B[:, None], new_BxG1)
-  return cache, hidden_BxG1xE, new_BxG1, n_B, accept.overlap(p_BxG1xV[:, :g], q_BxGxV)
-
-
 @functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
                                              "max_len", "lenience"))
 def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, max_new_tokens, sampling,
@@ -160,13 +133,10 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, 
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
     drafter_state, draft = drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling,
                                            draft_rng)
-    if draft.tree is not None:  # a token tree: one pass with the tree mask, then KV compaction
-      cache, hidden, new_BxG1, n_B, overlap_BxG = tree_lib.verify_and_accept(
-          target, cache, _last_tokens(rows)[:, 0], draft, sampling, accept_rng, lenience)
-    else:
-      cache, hidden, new_BxG1, n_B, overlap_BxG = _verify_and_accept(target, cache, rows, draft, sampling,
-                                                                     accept_rng, lenience,
-                                                                     getattr(drafter, "feature_layers", ()))
+    # one target pass over [last token, drafts] with the tree mask (a chain is the tree chain(gamma))
+    cache, hidden, new_BxG1, n_B, overlap_BxG = tree_lib.verify_and_accept(
+        target, cache, _last_tokens(rows)[:, 0], draft, sampling, accept_rng, lenience,
+        getattr(drafter, "feature_layers", ()))
     active_B = (~rows.done_B).astype(jnp.float32)
     pos_G = jnp.arange(gamma)
     verified_BxG = (pos_G[None] <= n_B[:, None]) * active_B[:, None]  # accepted ones + first rejected

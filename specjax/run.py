@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
-import time
 
 from absl import app, flags
 import jax
@@ -18,7 +17,7 @@ from ml_collections import config_flags
 from tqdm.auto import tqdm
 
 import specjax
-from specjax import checkpoint, theory
+from specjax import checkpoint, measure, theory
 from specjax.data.tokenizer import ByteTokenizer
 
 ASSETS = pathlib.Path(__file__).parent / "assets"
@@ -97,17 +96,8 @@ def make_drafter(config, drafter_model, target=None):
   raise ValueError(f"unknown drafter_kind {kind!r}; expected one of {DRAFTER_KINDS}")
 
 
-def timed(fn, repeats: int, desc: str):
-  out = fn()  # compile + warm up
-  times = []
-  for _ in tqdm(range(repeats), desc=desc, leave=False):
-    t0 = time.perf_counter()
-    out = fn()
-    times.append(time.perf_counter() - t0)
-  return out, float(np.median(times))
-
-
-def run(config) -> dict:
+def run(config, verbose: bool = True) -> dict:
+  """Baseline and speculative decoding on the config's prompts; returns (and prints) the summary."""
   config = with_defaults(config)
   if config.drafter_kind not in DRAFTER_KINDS:
     raise ValueError(f"unknown drafter_kind {config.drafter_kind!r}; expected one of {DRAFTER_KINDS}")
@@ -134,21 +124,27 @@ def run(config) -> dict:
     drafter_model = specjax.shard(drafter_model, mesh) if drafter_model is not None else None
     drafter = make_drafter(config, drafter_model, target)
     common["mesh"] = mesh
-  base, t_base = timed(lambda: specjax.generate(target, prompts, lengths, **common), config.repeats, "autoregressive")
-  spec, t_spec = timed(lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
-                                                            lenience=config.lenience, **common),
-                       config.repeats, "speculative")
-  c = 0.0
-  if drafter_model is not None:  # c: one drafter step / one target step, both autoregressive here
-    draft_out, t_draft = timed(lambda: specjax.generate(drafter_model, prompts, lengths, **common), config.repeats,
-                               "drafter")
-    c = (t_draft / max(draft_out.stats["iterations"], 1)) / (t_base / max(base.stats["iterations"], 1))
+  spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
+                                                 lenience=config.lenience, **common)
+  base_fn = lambda: specjax.generate(target, prompts, lengths, **common)
+  with tqdm(total=2, desc="compile + time (autoregressive and speculative, alternating)", leave=False) as bar:
+    base, spec, t_base, t_spec = measure.paired_times(base_fn, spec_fn, config.repeats)
+    bar.update(1)
+    # c and v: the drafter's round and the verify pass, each against a one-token target step
+    tree = getattr(drafter, "tree", None)
+    max_len = prompts.shape[1] + config.max_new_tokens + (tree.num_nodes if tree is not None else config.gamma + 1)
+    with specjax.sharding.decode_context(mesh):
+      c = measure.drafter_cost(target, drafter, prompts, lengths, config.gamma, sampling, max_len)
+      v = measure.verify_cost(target, prompts, lengths, tree.num_nodes if tree is not None else config.gamma + 1,
+                              max_len)
+    bar.update(1)
   st = spec.stats
   summary = {
       "config": pathlib.Path(sys.argv[0]).name,
       "demo_weights": is_demo,
       "drafter": config.drafter_kind,
       "gamma": config.gamma,
+      "drafted_nodes": tree.num_nodes - 1 if tree is not None else config.gamma,  # per verify pass
       "batch_size": int(prompts.shape[0]),
       "temperature": config.temperature,
       "top_k": config.top_k,
@@ -165,12 +161,17 @@ def run(config) -> dict:
       "target_calls": st["target_calls"],
       "baseline_target_calls": base.stats["target_calls"],
       "c": round(c, 4),
-      "predicted_speedup": float(theory.walltime_improvement(st["alpha"], config.gamma, c)),
+      "v": round(v, 4),
+      # the walltime formula from alpha (i.i.d. chain acceptance), and the same cost model fed the
+      # measured tokens per iteration (valid for trees too); both use the measured c and v
+      "predicted_speedup": float(theory.walltime_improvement(st["alpha"], config.gamma, c, v)),
+      "expected_speedup": float(st["tokens_per_iteration"] / (config.gamma * c + v)),
       "target_params": target.num_params,
-      "drafter_params": drafter_model.num_params if drafter_model is not None else 0,
+      "drafter_params": drafter.num_params,
       "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)),
   }
-  print_report(summary, prompts, lengths, spec, tok if is_demo else None, sampling)
+  if verbose:
+    print_report(summary, prompts, lengths, spec, tok if is_demo else None, sampling)
   return summary
 
 
@@ -188,7 +189,8 @@ def print_report(s, prompts, lengths, spec, tok, sampling):
   print(f"autoregressive: {s['baseline_tokens_per_s']:.1f} tok/s ({s['baseline_target_calls']} target calls)")
   print(f"speculative:    {s['tokens_per_s']:.1f} tok/s ({s['target_calls']} target calls)")
   print(f"speedup {s['speedup']:.2f}x measured | {s['predicted_speedup']:.2f}x predicted by the walltime formula "
-        f"(alpha={s['alpha']:.3f}, gamma={s['gamma']}, c={s['c']:.3f})")
+        f"(alpha={s['alpha']:.3f}, gamma={s['gamma']}, c={s['c']:.3f}, v={s['v']:.2f}) | "
+        f"{s['expected_speedup']:.2f}x from the measured tokens per iteration")
   print(f"mean accepted {s['mean_accepted']:.2f} drafts/iteration; per position {s['acceptance_per_position']}")
   if sampling.greedy:
     print("identical to greedy autoregressive output:", "yes" if s["identical_to_autoregressive"] else "NO")

@@ -1,11 +1,11 @@
-"""Token trees: static topology, one target pass over every node, tree accept rules, KV compaction.
+"""Token trees: static topology, one target pass over every node, KV compaction (rules: specjax.accept).
 
 Topology. Node 0 is the **root**: the row's last committed token, the one the loop feeds next
 (it is in the verify input but not drafted). Nodes ``1..N-1`` are drafts; ``parents[i] < i``
 (topological order) and ``parents[0] == -1``. A draft's ``tokens_BxG`` / ``q_BxGxV`` hold nodes
 ``1..N-1`` (``G = N - 1``). Node i sits in cache slot ``length + i`` at position
 ``length + depth[i]`` and sees the committed prefix plus its ancestors and itself. A chain of gamma
-drafts is the tree ``(-1, 0, 1, ..., gamma - 1)``.
+drafts is the tree ``(-1, 0, 1, ..., gamma - 1)``: the loop verifies chains through this same code.
 
 ``q`` of a draft node is the distribution its token was drawn from: with ``siblings="iid"`` each
 child's own proposal (one-hot for deterministic drafts); with ``"without_replacement"`` the
@@ -21,9 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax.accept import RESIDUAL_EPS
+from specjax import accept
 from specjax.models import api
-from specjax.sampling import sample_from
 
 SIBLINGS = ("iid", "without_replacement", "topk", "topk_lossy")
 
@@ -168,89 +167,6 @@ def sibling_choices(tree: Tree) -> np.ndarray:
   return r
 
 
-# ----------------------------------------------------------------------------- accept rules
-def _path_ok_leaf(ok_BxN, tree: Tree):
-  """Deepest node whose whole root path is ok (the root always is)."""
-  anc_ok = jnp.all(ok_BxN[:, None, :] | ~jnp.asarray(tree.mask)[None], axis=-1)
-  score = jnp.where(anc_ok, jnp.asarray(tree.depth)[None], -1)
-  return jnp.argmax(score, axis=-1).astype(jnp.int32)
-
-
-def greedy(logits_BxNxV, tokens_BxN, tree: Tree):
-  """Exact match: node i is right iff its token is the target's argmax at its parent."""
-  best_BxN = jnp.argmax(logits_BxNxV, -1).astype(jnp.int32)
-  par = np.maximum(np.asarray(tree.parents), 0)
-  ok = (tokens_BxN == best_BxN[:, par]).at[:, 0].set(True)
-  leaf_B = _path_ok_leaf(ok, tree)
-  return leaf_B, jnp.take_along_axis(best_BxN, leaf_B[:, None], 1)[:, 0]
-
-
-def typical(rng, p_BxNxV, tokens_BxN, tree: Tree, epsilon: float, delta: float):
-  """Medusa's typical acceptance (LOSSY): node ok iff p(x) > min(epsilon, delta * exp(-H(p)))."""
-  par = np.maximum(np.asarray(tree.parents), 0)
-  ent_BxN = -jnp.sum(jnp.where(p_BxNxV > 0, p_BxNxV * jnp.log(jnp.maximum(p_BxNxV, 1e-30)), 0.0), -1)
-  thr_BxN = jnp.minimum(epsilon, delta * jnp.exp(-ent_BxN))
-  p_tok = jnp.take_along_axis(p_BxNxV[:, par], tokens_BxN[..., None], -1)[..., 0]
-  ok = (p_tok > thr_BxN[:, par]).at[:, 0].set(True)
-  leaf_B = _path_ok_leaf(ok, tree)
-  return leaf_B, sample_from(rng, jnp.take_along_axis(p_BxNxV, leaf_B[:, None, None], 1)[:, 0])
-
-
-def _take(x_BxNx, idx_B):
-  return jnp.take_along_axis(x_BxNx, idx_B.reshape((-1,) + (1,) * (x_BxNx.ndim - 1)), 1)[:, 0]
-
-
-def _normalize(x_BxV, fallback_BxV):
-  mass = x_BxV.sum(-1, keepdims=True)
-  return jnp.where(mass > RESIDUAL_EPS, x_BxV / jnp.maximum(mass, RESIDUAL_EPS), fallback_BxV)
-
-
-def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree: Tree, without_replacement: bool,
-                lenience: float = 1.0, update_q: bool = True):
-  """SpecInfer's multi-round verification (recursive rejection sampling). Lossless at lenience 1.
-
-  At each node, try its children in order with r = the target's p there: accept child x with
-  probability min(1, r(x) / q(x)); on rejection r <- norm(max(0, r - q)) and, for siblings drawn
-  without replacement, q <- q with x removed, renormalised. When every child is rejected (or the
-  node is a leaf) draw the next token from r. ``q_BxNxV[:, 0]`` is unused (the root is not drafted).
-  ``update_q=False`` is a deliberately WRONG variant, kept for the tests' power check.
-  """
-  b = p_BxNxV.shape[0]
-  table = jnp.asarray(tree.children_table)
-  w = table.shape[1]
-  u_BxDxW = jax.random.uniform(jax.random.fold_in(rng, 0), (b, tree.max_depth, w))
-  cur_B = jnp.zeros((b,), jnp.int32)
-  walking_B = jnp.ones((b,), bool)
-  r_BxV = p_BxNxV[:, 0]
-  for d in range(tree.max_depth):
-    ch_BxW = table[cur_B]
-    q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q
-    moved_B = jnp.zeros((b,), bool)
-    nxt_B = cur_B
-    for j in range(w):
-      c_B = ch_BxW[:, j]
-      try_B = walking_B & ~moved_B & (c_B >= 0)
-      c_B = jnp.maximum(c_B, 0)
-      q_BxV = q_run if without_replacement else _take(q_BxNxV, c_B)
-      x_B = jnp.take_along_axis(tokens_BxN, c_B[:, None], 1)[:, 0]
-      qx = jnp.take_along_axis(q_BxV, x_B[:, None], 1)[:, 0]
-      rx = jnp.take_along_axis(r_BxV, x_B[:, None], 1)[:, 0]
-      drawable = qx > 0  # a token q cannot draw (exhausted support) is skipped, not tested
-      acc_B = try_B & drawable & (u_BxDxW[:, d, j] * lenience * qx < rx)
-      rej_B = try_B & drawable & ~acc_B
-      r_new = _normalize(jnp.maximum(r_BxV - q_BxV, 0.0), r_BxV)
-      r_BxV = jnp.where(rej_B[:, None], r_new, r_BxV)
-      if without_replacement and update_q:
-        q_drop = q_run * (jnp.arange(q_run.shape[-1])[None] != x_B[:, None])
-        q_run = jnp.where(rej_B[:, None], q_drop / jnp.maximum(q_drop.sum(-1, keepdims=True), 1e-30), q_run)
-      nxt_B = jnp.where(acc_B, c_B, nxt_B)
-      moved_B = moved_B | acc_B
-    cur_B = nxt_B
-    r_BxV = jnp.where(moved_B[:, None], _take(p_BxNxV, cur_B), r_BxV)
-    walking_B = walking_B & moved_B
-  return cur_B, sample_from(jax.random.fold_in(rng, 1), r_BxV)
-
-
 # ----------------------------------------------------------------------------- KV compaction
 def compact(cache, src_slots_BxD, dst_start_B):
   """Copies each row's slots ``src[b]`` to ``dst_start[b] .. dst_start[b] + D - 1`` (all layers).
@@ -281,41 +197,50 @@ def check_rule(siblings: str, sampling, typical_rule) -> None:
         "request a lossy rule explicitly (siblings='topk_lossy', or Medusa's typical acceptance)")
 
 
-def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience):
+def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers=()):
   """One target pass over [root, nodes] with the tree mask; accept; compact the accepted path.
 
-  Returns like the chain's ``_verify_and_accept``: ``(cache, hidden_BxD1xE along the accepted path,
-  new_BxD1 tokens, n_B accepted, overlap_BxD)`` with ``D`` the tree depth; ``new[b, n]`` is the
-  target's token after the path and ``hidden[b, n]`` the hidden state of the last accepted node.
+  ``draft.tree`` None means a chain of ``draft.tokens_BxG.shape[1]`` drafts: the same code with the
+  tree ``chain(G)``, whose accepted path is already contiguous (no compaction needed).
+  Returns ``(cache, hidden_BxD1xE along the accepted path, new_BxD1 tokens, n_B accepted,
+  overlap_BxD)`` with ``D`` the tree depth; ``new[b, n]`` is the target's token after the path
+  and ``hidden[b, n]`` the hidden state of the last accepted node. ``feature_layers`` (a drafter
+  attribute, e.g. DFlash's): the hidden is then those target layers' outputs concatenated on the
+  last axis instead of the final hidden state.
   """
-  tree: Tree = draft.tree
+  tree: Tree = draft.tree if draft.tree is not None else chain(draft.tokens_BxG.shape[1])
   check_rule(draft.siblings, sampling, draft.typical)
   b, d = last_B.shape[0], tree.max_depth
   tokens_BxN = jnp.concatenate([last_B[:, None], draft.tokens_BxG], axis=1)
   length_B = cache.length_B
-  logits, hidden_BxNxE, cache = api.forward(target, tokens_BxN, cache, tree.positions(length_B),
-                                            jnp.asarray(tree.mask))
+  positions_BxN, mask_NxN = tree.positions(length_B), jnp.asarray(tree.mask)
+  if feature_layers:
+    logits, _, cache, layer_hidden = target.module.apply(
+        {"params": target.params}, tokens_BxN, positions_BxN, cache, mask_NxN, return_layer_hidden=True)
+    hidden_BxNxE = jnp.concatenate([layer_hidden[i] for i in feature_layers], axis=-1)
+  else:
+    logits, hidden_BxNxE, cache = api.forward(target, tokens_BxN, cache, positions_BxN, mask_NxN)
   v = logits.shape[-1]
   p_BxNxV = sampling.probs(logits)
   q_BxGxV = draft.q_BxGxV if draft.q_BxGxV is not None else jax.nn.one_hot(draft.tokens_BxG, v)
   q_BxNxV = jnp.concatenate([jnp.zeros_like(q_BxGxV[:, :1]), q_BxGxV], axis=1)
   if sampling.greedy:
-    leaf_B, next_B = greedy(logits, tokens_BxN, tree)
+    leaf_B, next_B = accept.greedy(logits, tokens_BxN, tree)
   elif draft.typical is not None:
-    leaf_B, next_B = typical(rng, p_BxNxV, tokens_BxN, tree, *draft.typical)
+    leaf_B, next_B = accept.typical(rng, p_BxNxV, tokens_BxN, tree, *draft.typical)
   else:
-    leaf_B, next_B = multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree,
-                                 draft.siblings == "without_replacement", lenience)
+    leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree,
+                                        draft.siblings == "without_replacement", lenience)
   path_BxD1 = jnp.asarray(tree.ancestors)[leaf_B]
   n_B = jnp.asarray(tree.depth)[leaf_B]
   path_tokens_BxD = jnp.take_along_axis(tokens_BxN, path_BxD1[:, 1:], 1)
   new_BxD1 = jnp.concatenate([path_tokens_BxD, jnp.zeros((b, 1), jnp.int32)], axis=1)
   new_BxD1 = jnp.where(jnp.arange(d + 1)[None] == n_B[:, None], next_B[:, None], new_BxD1)
-  cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
+  if not tree.is_chain:  # a chain's accepted path already sits in slots length + 1 .. length + n
+    cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
   hidden_BxD1xE = jnp.take_along_axis(hidden_BxNxE, path_BxD1[..., None], 1)
   # alpha per depth: overlap of p at each path node with its first child's proposal
   first_N = np.maximum(tree.children_table[:, 0], 0)
   p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
   q_path = jnp.take_along_axis(q_BxNxV, jnp.asarray(first_N)[path_BxD1[:, :d]][..., None], 1)
-  overlap_BxD = jnp.sum(jnp.minimum(p_path, q_path), -1)
-  return cache, hidden_BxD1xE, new_BxD1, n_B, overlap_BxD
+  return cache, hidden_BxD1xE, new_BxD1, n_B, accept.overlap(p_path, q_path)

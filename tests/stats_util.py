@@ -57,6 +57,7 @@ def drive_rounds(target, drafter, prompts_BxP, lengths_B, gamma, sampling, round
   import functools  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from specjax import decode  # pylint: disable=import-outside-toplevel
+  from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
   from specjax.models import api  # pylint: disable=import-outside-toplevel
   prompts_BxP, lengths_B = jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(lengths_B, jnp.int32)
   max_len = prompts_BxP.shape[1] + (rounds + 1) * (gamma + 1)
@@ -71,8 +72,9 @@ def drive_rounds(target, drafter, prompts_BxP, lengths_B, gamma, sampling, round
   def one_round(target, drafter, rows, cache, state, sampling, rng):
     draft_rng, accept_rng = jax.random.split(rng)
     state, draft = drafter.propose(state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
-    cache, hidden, new, n, _ = decode._verify_and_accept(  # pylint: disable=protected-access
-        target, cache, rows, draft, sampling, accept_rng, lenience, getattr(drafter, "feature_layers", ()))
+    last_B = jnp.take_along_axis(rows.tokens_BxS, (rows.seq_len_B - 1)[:, None], 1)[:, 0]
+    cache, hidden, new, n, _ = tree_lib.verify_and_accept(
+        target, cache, last_B, draft, sampling, accept_rng, lenience, getattr(drafter, "feature_layers", ()))
     state = drafter.commit(state, rows.tokens_BxS, rows.seq_len_B, n, hidden)
     rows, _ = decode._append(rows, new, n + 1, 10 ** 6, None)  # pylint: disable=protected-access
     return rows, cache.with_length(rows.seq_len_B - 1), state, n

@@ -12,6 +12,7 @@ import stats_util  # tests/ is on sys.path under pytest
 
 import specjax
 from specjax import accept, testing
+from specjax import tree as tree_lib
 
 V = 8
 N = 50_000
@@ -81,14 +82,7 @@ def test_check_rejects_resampling_from_p(pair, monkeypatch):
   """A plausible bug: on rejection, draw from p instead of norm(max(0, p - q))."""
   target, drafter = pair
   sampling = SETTINGS["t1"]
-  real = accept.rejection
-
-  def wrong_rule(rng, p_BxG1xV, q_BxGxV, drafts_BxG, lenience=1.0):
-    n_B, _ = real(rng, p_BxG1xV, q_BxGxV, drafts_BxG, lenience)
-    p_n = jax.numpy.take_along_axis(p_BxG1xV, n_B[:, None, None], 1)[:, 0]
-    return n_B, specjax.sampling.sample_from(jax.random.fold_in(rng, 1), p_n)
-
-  monkeypatch.setattr(accept, "rejection", wrong_rule)
+  monkeypatch.setattr(accept, "residual", lambda r_BxV, q_BxV: r_BxV)
   jax.clear_caches()  # the loop was traced with the real rule
   try:
     counts, _ = sampled_counts(target, specjax.drafters.DraftModel(drafter), sampling)
@@ -100,10 +94,12 @@ def test_check_rejects_resampling_from_p(pair, monkeypatch):
 
 def test_residual_guard_falls_back_to_p():
   """p == q gives an all-zero residual; the rule must then draw from p, never NaN."""
+  chain1 = tree_lib.chain(1)
   p = jax.numpy.array([[[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]])
-  q = p[:, :1]
-  n, tok = accept.rejection(jax.random.PRNGKey(0), p, q, jax.numpy.array([[0]]))
-  assert int(n[0]) == 1  # p == q: always accepted
+  q = jax.numpy.concatenate([jax.numpy.zeros_like(p[:, :1]), p[:, :1]], axis=1)  # q of node 1 == p at root
+  leaf, tok = accept.multi_round(jax.random.PRNGKey(0), p, q, jax.numpy.array([[7, 0]]), chain1, False)
+  assert int(leaf[0]) == 1  # p == q: always accepted
   # force the rejection branch on a p == q position: the residual is empty, fall back to p
-  n, tok = accept.rejection(jax.random.PRNGKey(0), p, q, jax.numpy.array([[2]]))
-  assert int(n[0]) == 0 and int(tok[0]) in (0, 1)
+  leaf, tok = accept.multi_round(jax.random.PRNGKey(0), p, q, jax.numpy.array([[7, 2]]), chain1, False)
+  assert int(leaf[0]) == 0 and int(tok[0]) in (0, 1)
+  np.testing.assert_allclose(accept.residual(p[:, 0], p[:, 0]), p[:, 0])

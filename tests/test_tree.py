@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import specjax
-from specjax import testing
+from specjax import accept, testing
 from specjax import tree as tree_lib
-from specjax.drafters.specinfer import SpecInfer
+from specjax.drafters.specinfer import SpecInfer, chain_with_branches
 from specjax.models import api, kv_cache
 
 from test_greedy_equality import MAX_NEW, V, _prompts
@@ -115,10 +115,10 @@ def test_greedy_tree_accepts_the_longest_matching_path():
   best = np.array([4, 6, 4, 0, 0, 1, 0])  # the target's argmax at each node
   logits = jax.nn.one_hot(jnp.asarray(best), v)[None]
   toks = jnp.array([[0, 5, 4, 7, 7, 1, 9]])  # node 2 matches best[0]; neither of its children does
-  leaf, nxt = tree_lib.greedy(logits, toks, tree)
+  leaf, nxt = accept.greedy(logits, toks, tree)
   assert int(leaf[0]) == 2 and int(nxt[0]) == 4  # node 2's children (1, 9) miss best[2] = 4
   toks = toks.at[0, 6].set(4)
-  leaf, nxt = tree_lib.greedy(logits, toks, tree)
+  leaf, nxt = accept.greedy(logits, toks, tree)
   assert int(leaf[0]) == 6 and int(nxt[0]) == 0
 
 
@@ -140,6 +140,24 @@ def test_specinfer_greedy_equality(target, baselines, children, batch):
   np.testing.assert_array_equal(out.tokens, baselines[batch].tokens)
   np.testing.assert_array_equal(out.lengths, baselines[batch].lengths)
   assert out.stats["mean_accepted"] > 0.3  # the tree path, compaction included, is exercised
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_specinfer_sparse_paths_greedy_equality(target, baselines, batch):
+  """A chain of 5 with second choices at depths 1 and 3: parents have 2, 1 or 0 children per level."""
+  paths = chain_with_branches(5, [(1, 2), (3, 1)])
+  drafter = SpecInfer(testing.perturbed(target, 0.05), paths=paths)
+  assert drafter.tree.num_nodes == 1 + 5 + 2 + 1 and not drafter.tree.is_chain
+  out = specjax.speculative_generate(target, drafter, *_prompts(batch, seed=batch), gamma=5, max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, baselines[batch].tokens)
+  assert out.stats["mean_accepted"] > 0.3
+
+
+def test_chain_with_branches_paths():
+  assert chain_with_branches(3, []) == ((0,), (0, 0), (0, 0, 0))
+  assert chain_with_branches(2, [(2, 1), (1, 2)])[2:] == ((0, 1), (1,), (1, 0))
+  with pytest.raises(ValueError, match="depth 4"):
+    chain_with_branches(3, [(4, 1)])
 
 
 def test_specinfer_with_the_target_as_drafter_accepts_everything(target, baselines):

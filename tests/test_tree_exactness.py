@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import specjax
-from specjax import testing
+from specjax import accept, testing
 from specjax import tree as tree_lib
 from specjax.drafters.medusa import Medusa, init_heads
 from specjax.drafters.specinfer import SpecInfer
@@ -78,7 +78,7 @@ def test_medusa_sampled_tree_is_exact(pair):
 def test_check_rejects_stale_q_after_without_replacement_rejection(pair, monkeypatch):
   """The wrong variant keeps testing later siblings against the full q: it must fail the check."""
   target, small = pair
-  monkeypatch.setattr(tree_lib, "multi_round", functools.partial(tree_lib.multi_round, update_q=False))
+  monkeypatch.setattr(accept, "multi_round", functools.partial(accept.multi_round, update_q=False))
   jax.clear_caches()
   try:
     counts, _ = tree_counts(target, SpecInfer(small, children=CHILDREN, siblings="without_replacement"), T1)
@@ -104,10 +104,10 @@ def test_multi_round_unit_residual_and_exhausted_support():
   q = jnp.array([[[0, 0, 0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]], jnp.float32)  # p == q: always accepted
   toks = jnp.array([[0, 1, 1]])
   for wr in (False, True):
-    leaf, nxt = tree_lib.multi_round(jax.random.PRNGKey(0), p, q, toks, tree, wr)
+    leaf, nxt = accept.multi_round(jax.random.PRNGKey(0), p, q, toks, tree, wr)
     assert int(leaf[0]) == 1
   q_peak = jnp.array([[[0, 0, 0], [0, 0, 1.0], [0, 0, 1.0]]], jnp.float32)  # drafts a token p never emits
   toks = jnp.array([[0, 2, 2]])
   for wr in (False, True):
-    leaf, nxt = tree_lib.multi_round(jax.random.PRNGKey(0), p, q_peak, toks, tree, wr)
+    leaf, nxt = accept.multi_round(jax.random.PRNGKey(0), p, q_peak, toks, tree, wr)
     assert int(leaf[0]) == 0 and int(nxt[0]) in (0, 1)

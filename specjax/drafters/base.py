@@ -35,6 +35,11 @@ class DrafterBase:
   name = "base"
   lossless = True
 
+  @property
+  def num_params(self) -> int:
+    """Numbers the drafter stores besides the target's own weights (0: a lookup like n-gram)."""
+    return 0
+
   def check_compatible(self, target) -> None:
     pass
 

@@ -42,6 +42,10 @@ class DFlash(DrafterBase):
   name = "dflash"
 
   @property
+  def num_params(self) -> int:
+    return self.head.num_params
+
+  @property
   def feature_layers(self) -> tuple:
     """Read by the speculative loop: commit then gets these target layers' outputs, concatenated."""
     return self.head.config.target_layers

@@ -15,6 +15,10 @@ class DraftModel(DrafterBase):
   model: Model
   name = "draft_model"
 
+  @property
+  def num_params(self) -> int:
+    return self.model.num_params
+
   def check_compatible(self, target) -> None:
     if self.model.vocab_size != target.vocab_size:
       raise ValueError(f"drafter vocab_size={self.model.vocab_size} differs from target "

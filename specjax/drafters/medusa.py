@@ -90,6 +90,10 @@ class Medusa(DrafterBase):
   typical_delta: float = flax.struct.field(pytree_node=False, default=0.3)     # Medusa's posterior_alpha
   name = "medusa"
 
+  @property
+  def num_params(self) -> int:  # the heads only: the lm_head is the target's
+    return sum(int(x.size) for x in jax.tree_util.tree_leaves(self.heads))
+
   @classmethod
   def create(cls, target: Model, heads: dict, paths=None, **kw) -> "Medusa":
     paths = tuple(tuple(p) for p in (paths if paths is not None else tree_lib.full_paths((3, 2, 1))))

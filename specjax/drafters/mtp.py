@@ -31,6 +31,10 @@ class MTP(DrafterBase):
   head: Model  # an MTPHead bundle (specjax.models.heads)
   name = "mtp"
 
+  @property
+  def num_params(self) -> int:
+    return self.head.num_params
+
   @classmethod
   def from_config(cls, config, target) -> "MTP":
     """``config.drafter.checkpoint``: a trained head (scripts/train_mtp.py); random if missing."""

@@ -1,6 +1,10 @@
-"""SpecInfer: a small model expands a token tree with a fixed number of children per depth.
+"""SpecInfer: a small model expands a static token tree.
 
-``children=(1, 1, 3, 1, 1, 1, 1, 1)`` is the paper's expansion; any widths work (width 5 and up).
+``children=(1, 1, 3, 1, 1, 1, 1, 1)`` is the paper's expansion (every node at depth d gets
+``children[d]`` children); any widths work (width 5 and up). ``paths`` instead gives any sparse
+tree, Medusa-style: the path ``(i_1, ..., i_d)`` is the node reached by taking the i_k-th sibling at
+depth k, e.g. a long chain ``(0,), (0, 0), ...`` plus a second choice ``(1,)`` where the chain
+often breaks.
 Siblings are drawn from the small model's q (after the target's temperature/top-k/top-p):
 
 * ``"iid"``: independent draws (duplicates possible); verified by multi-round rejection, lossless.
@@ -48,16 +52,21 @@ class SpecInfer(DrafterBase):
   model: Model
   children: tuple = flax.struct.field(pytree_node=False, default=(1, 1, 3, 1, 1, 1, 1, 1))
   siblings: str = flax.struct.field(pytree_node=False, default="iid")
+  paths: tuple = flax.struct.field(pytree_node=False, default=())  # non-empty: overrides children
   name = "specinfer"
+
+  @property
+  def num_params(self) -> int:
+    return self.model.num_params
 
   def __post_init__(self):
     if self.siblings not in tree_lib.SIBLINGS:
       raise ValueError(f"unknown siblings mode {self.siblings!r}; expected one of {tree_lib.SIBLINGS}")
-    tree_lib.from_children(self.children)  # validates the widths
+    _ = self.tree  # validates the widths or paths
 
   @property
   def tree(self) -> tree_lib.Tree:
-    return tree_lib.from_children(self.children)
+    return tree_lib.from_paths(self.paths) if self.paths else tree_lib.from_children(self.children)
 
   def is_lossy(self, sampling) -> bool:
     return self.siblings == "topk_lossy" and not sampling.greedy
@@ -91,13 +100,15 @@ class SpecInfer(DrafterBase):
     level_logits, level_nodes = root_BxV[:, None], np.array([0])
     mask_NxN = tree.mask
     for d in range(1, depth + 1):
-      k = len(tree.children[level_nodes[0]])  # every node of a level has the same child count
+      k = max(len(tree.children[par]) for par in level_nodes)  # draw the widest; nodes take theirs
       q_level = sampling.probs(level_logits)
       kids_BxPxk = draw_children(jax.random.fold_in(rng, d), level_logits, q_level, k, self.siblings,
                                  sampling.greedy)
-      nodes = np.array([c for par in level_nodes for c in tree.children[par]])
-      tokens_BxG = tokens_BxG.at[:, nodes - 1].set(kids_BxPxk.reshape(b, -1))
-      q_BxGxV = q_BxGxV.at[:, nodes - 1].set(jnp.repeat(q_level, k, axis=1))
+      # child nodes of this level in BFS order, with their parent's index in the level and sibling rank
+      nodes, parent_idx, rank = map(np.array, zip(*[(c, i, j) for i, par in enumerate(level_nodes)
+                                                    for j, c in enumerate(tree.children[par])]))
+      tokens_BxG = tokens_BxG.at[:, nodes - 1].set(kids_BxPxk[:, parent_idx, rank])
+      q_BxGxV = q_BxGxV.at[:, nodes - 1].set(q_level[:, parent_idx])
       if d == depth:
         break
       hi = int(nodes.max())  # feed draft nodes 1..hi (every node of depth <= d)
@@ -110,9 +121,32 @@ class SpecInfer(DrafterBase):
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)
 
 
+def chain_with_branches(depth: int, branches) -> tuple:
+  """Paths of a chain of ``depth`` top-1 drafts plus, for each ``(d, length)`` in ``branches``, the
+  second choice at depth d followed by ``length - 1`` top-1 drafts: a sparse tree that spends
+  extra nodes only where the chain tends to break."""
+  paths = [(0,) * i for i in range(1, depth + 1)]
+  for d, length in branches:
+    if not 1 <= d <= depth or length < 1:
+      raise ValueError(f"branch (depth {d}, length {length}) must have 1 <= depth <= {depth} and length >= 1")
+    paths += [(0,) * (d - 1) + (1,) + (0,) * i for i in range(length)]
+  return tuple(paths)
+
+
 def from_config(config, drafter_model: Model) -> SpecInfer:
-  """``config.specinfer_children`` (default the paper's) and ``config.specinfer_siblings``."""
+  """``config.specinfer_children`` (default the paper's), or ``config.specinfer_paths`` (a tuple of
+  paths, or "chain:DEPTH[:d-len,...]" for :func:`chain_with_branches`); ``config.specinfer_siblings``."""
   children = tuple(config.get("specinfer_children", (1, 1, 3, 1, 1, 1, 1, 1)))
-  if config.gamma != len(children):
-    raise ValueError(f"gamma={config.gamma} must equal the tree depth len(specinfer_children)={len(children)}")
-  return SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"))
+  paths = config.get("specinfer_paths", ())
+  if isinstance(paths, str) and paths:
+    kind, _, rest = paths.partition(":")
+    depth, _, spec = rest.partition(":")
+    if kind != "chain" or not depth.isdigit():
+      raise ValueError(f"specinfer_paths={paths!r}: expected a tuple of paths or 'chain:DEPTH[:d-len,...]'")
+    branches = [tuple(int(x) for x in b.split("-")) for b in spec.split(",") if b]
+    paths = chain_with_branches(int(depth), branches)
+  drafter = SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"), tuple(map(tuple, paths or ())))
+  if config.gamma != drafter.tree.max_depth:
+    raise ValueError(f"gamma={config.gamma} must equal the token tree's depth {drafter.tree.max_depth} "
+                     f"(specinfer_children={children}, specinfer_paths={paths or ()})")
+  return drafter

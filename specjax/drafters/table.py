@@ -22,6 +22,10 @@ class TableDrafter(DrafterBase):
   name = "table"
 
   @property
+  def num_params(self) -> int:  # counted table entries, not trained weights
+    return int(self.log_probs.size)
+
+  @property
   def order(self) -> int:
     return self.log_probs.ndim
 

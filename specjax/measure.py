@@ -1,0 +1,95 @@
+"""Cost measurements for the walltime formula, for any drafter behind the protocol.
+
+* ``c``: one drafting round (``drafter.propose`` for ``gamma``) / ``gamma`` / one cached one-token
+  target step. For a draft model that is Leviathan's c; for heads and block drafters (MTP, DFlash,
+  Medusa) it is what their round really costs, spread over the drafted depth.
+* ``v``: one cached target pass over the verify input (``gamma + 1`` tokens for a chain, every
+  node of a token tree) / one over a single token.
+* ``paired_times``: the baseline and the speculative run timed alternately, so load drifts on a
+  shared machine hit both.
+
+Every timing is a median after one untimed compile-and-warm-up call.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specjax.models import api
+
+
+def median_time(fn, repeats: int, inner: int = 1) -> tuple:
+  """(last output, median seconds per call); ``inner`` calls per sample tame timer noise."""
+  out = jax.block_until_ready(fn())
+  times = []
+  for _ in range(max(repeats, 1)):
+    t0 = time.perf_counter()
+    for _ in range(inner):
+      out = fn()
+    jax.block_until_ready(out)
+    times.append((time.perf_counter() - t0) / inner)
+  return out, float(np.median(times))
+
+
+def paired_times(fn_a, fn_b, repeats: int) -> tuple:
+  """(out_a, out_b, median seconds a, median seconds b), a and b timed alternately."""
+  fns, outs, times = (fn_a, fn_b), [jax.block_until_ready(fn_a()), jax.block_until_ready(fn_b())], ([], [])
+  for _ in range(max(repeats, 1)):
+    for i, fn in enumerate(fns):
+      t0 = time.perf_counter()
+      outs[i] = jax.block_until_ready(fn())
+      times[i].append(time.perf_counter() - t0)
+  return outs[0], outs[1], float(np.median(times[0])), float(np.median(times[1]))
+
+
+@jax.jit
+def _forward_logits(model, tokens_BxT, cache):
+  return api.forward(model, tokens_BxT, cache)[0]
+
+
+def _start_cache(target, prompts_BxP, lengths_B, max_len):
+  return jax.jit(api.start, static_argnums=3)(target, jnp.asarray(prompts_BxP, jnp.int32),
+                                              jnp.asarray(lengths_B, jnp.int32), max_len)[0]
+
+
+def target_step_seconds(target, prompts_BxP, lengths_B, num_tokens: int, max_len: int, repeats: int = 5,
+                        inner: int = 10) -> float:
+  """Seconds of one cached target forward over ``num_tokens`` new tokens per row."""
+  cache = _start_cache(target, prompts_BxP, lengths_B, max_len)
+  tokens = jnp.ones((prompts_BxP.shape[0], num_tokens), jnp.int32)
+  return median_time(lambda: _forward_logits(target, tokens, cache), repeats, inner)[1]
+
+
+def verify_cost(target, prompts_BxP, lengths_B, num_nodes: int, max_len: int, repeats: int = 5) -> float:
+  """v: a target pass over ``num_nodes`` tokens / a pass over one token (same cache and length)."""
+  one = target_step_seconds(target, prompts_BxP, lengths_B, 1, max_len, repeats)
+  return target_step_seconds(target, prompts_BxP, lengths_B, num_nodes, max_len, repeats) / one
+
+
+@functools.partial(jax.jit, static_argnames=("gamma", "sampling", "max_len"))
+def _init_state(target, drafter, prompts_BxP, lengths_B, *, gamma, sampling, max_len):
+  del gamma, sampling
+  tokens_BxS = jnp.zeros((prompts_BxP.shape[0], max_len), jnp.int32).at[:, :prompts_BxP.shape[1]].set(prompts_BxP)
+  return drafter.init(target, prompts_BxP, lengths_B, max_len), tokens_BxS
+
+
+@functools.partial(jax.jit, static_argnames=("gamma", "sampling"))
+def _propose(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling):
+  return drafter.propose(state, tokens_BxS, lengths_B, gamma, sampling, rng)[1].tokens_BxG
+
+
+def drafter_cost(target, drafter, prompts_BxP, lengths_B, gamma: int, sampling, max_len: int,
+                 repeats: int = 5) -> float:
+  """c: one ``propose`` round / ``gamma`` / one cached one-token target step (0 for a free lookup)."""
+  prompts_BxP, lengths_B = jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(lengths_B, jnp.int32)
+  state, tokens_BxS = _init_state(target, drafter, prompts_BxP, lengths_B, gamma=gamma, sampling=sampling,
+                                  max_len=max_len)
+  rng = jax.random.PRNGKey(0)
+  t_round = median_time(lambda: _propose(drafter, state, tokens_BxS, lengths_B, rng, gamma=gamma,
+                                         sampling=sampling), repeats, inner=10)[1]
+  step = target_step_seconds(target, prompts_BxP, lengths_B, 1, max_len, repeats)
+  return t_round / gamma / step
