@@ -1,5 +1,5 @@
 """specjax: exact speculative decoding for JAX/Flax."""
-from specjax import checkpoint, drafters, hf_import, sharding, testing, theory
+from specjax import checkpoint, drafters, hf_import, measure, sharding, testing, theory, tree
 from specjax.decode import GenerateOutput, generate, speculative_generate
 from specjax.models import decoder as _decoder, t5 as _t5  # registers both families for checkpoints
 from specjax.models.api import logits
@@ -8,4 +8,4 @@ from specjax.sampling import Sampling
 from specjax.sharding import make_mesh, shard
 
 __all__ = ["GenerateOutput", "Model", "Sampling", "checkpoint", "drafters", "generate", "hf_import", "logits",
-           "make_mesh", "shard", "sharding", "speculative_generate", "testing", "theory"]
+           "make_mesh", "measure", "shard", "sharding", "speculative_generate", "testing", "theory", "tree"]

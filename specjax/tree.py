@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -157,6 +158,28 @@ def full_paths(top_k_per_depth) -> list[tuple[int, ...]]:
   for d in range(1, len(top_k_per_depth) + 1):
     out += list(itertools.product(*[range(k) for k in top_k_per_depth[:d]]))
   return out
+
+
+def chain_with_branches(depth: int, branches) -> tuple:
+  """Paths of a chain of ``depth`` top-1 drafts plus, for each ``(d, length)`` in ``branches``, the
+  second choice at depth d followed by ``length - 1`` top-1 drafts: a sparse tree that spends
+  extra nodes only where the chain tends to break."""
+  paths = [(0,) * i for i in range(1, depth + 1)]
+  for d, length in branches:
+    if not 1 <= d <= depth or length < 1:
+      raise ValueError(f"branch (depth {d}, length {length}) must have 1 <= depth <= {depth} and length >= 1")
+    paths += [(0,) * (d - 1) + (1,) + (0,) * i for i in range(length)]
+  return tuple(paths)
+
+
+def parse_chain_paths(text: str) -> tuple:
+  """``"chain8+1x2+3x1"``: :func:`chain_with_branches` of depth 8 with branches (1, 2) and (3, 1)."""
+  match = re.fullmatch(r"chain(\d+)((?:\+\d+x\d+)*)", text)
+  if match is None:
+    raise ValueError(f"tree {text!r}: expected 'chainDEPTH[+DxLEN...]', e.g. 'chain8+1x2' (a chain of 8 "
+                     "plus the second choice at depth 1 followed by one more draft)")
+  branches = [tuple(int(x) for x in b.split("x")) for b in match.group(2).split("+") if b]
+  return chain_with_branches(int(match.group(1)), branches)
 
 
 def sibling_choices(tree: Tree) -> np.ndarray:

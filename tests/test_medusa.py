@@ -79,3 +79,19 @@ def test_bad_trees_and_heads_are_rejected(trained, tmp_path):
   medusa_lib.save_heads(heads, tmp_path, target="tiny")
   loaded = medusa_lib.load_heads(tmp_path)
   np.testing.assert_array_equal(loaded["w_KxExE"], heads["w_KxExE"])
+
+
+def test_config_trees(trained, tmp_path):
+  """medusa_tree: a chain with branches (sparse, cheap to verify), mc_sim_7b_63, or an error naming it."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  target, heads = trained[:2]
+  medusa_lib.save_heads(heads, tmp_path, target="tiny")
+  cfg = ml_collections.ConfigDict(dict(medusa_heads=str(tmp_path), medusa_tree="chain3+1x2", gamma=3, seed=0))
+  drafter = medusa_lib.from_config(cfg, target)
+  assert drafter.tree.num_nodes == 1 + 3 + 2 and drafter.num_params == heads["w_KxExE"].size + heads["b_KxE"].size
+  out = specjax.speculative_generate(target, drafter, *_prompts(3, seed=3), gamma=3, max_new_tokens=MAX_NEW)
+  base = specjax.generate(target, *_prompts(3, seed=3), max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, base.tokens)
+  cfg.medusa_tree = "chian3"
+  with pytest.raises(ValueError, match="chian3"):
+    medusa_lib.from_config(cfg, target)

@@ -112,3 +112,20 @@ def test_compare_hf_tokens_identical_and_batch_refusal(tmp_path, cache_dir):
   refused = by[(2, "transformers assisted")]
   assert refused["tokens_per_s"] is None and "refused by transformers" in refused["note"]
   assert "refused by transformers" in stdout and (tmp_path / "hf" / "target" / "config.json").is_file()
+
+
+def test_compare_drafters_one_table_over_families(tmp_path, cache_dir):
+  """Every family runs through specjax.run.run; greedy rows equal autoregressive; c, v, params filled."""
+  families = "draft_model,ngram,specinfer,medusa,mtp"
+  _run("compare_drafters.py", ["--pair=configs/tiny_random.py", f"--families={families}", "--batch_sizes=1",
+                               "--temperatures=0", "--max_new_tokens=8", "--repeats=1", f"--out_dir={tmp_path}",
+                               "--variant=sparse:specinfer:specinfer_paths=chain3+1x1:gamma=3"], cache_dir, timeout=900)
+  rows = {r["family"]: r for r in json.loads((tmp_path / "families.json").read_text())["rows"]}
+  assert list(rows) == families.split(",") + ["sparse"]
+  for r in rows.values():
+    assert r["identical_to_autoregressive"] is True and r["lossy"] is False
+    assert r["v"] > 0 and r["c"] >= 0 and r["tokens_per_iteration"] >= 1
+  assert rows["draft_model"]["c"] > 0 and rows["draft_model"]["drafter_params"] > 0
+  assert rows["ngram"]["drafter_params"] == 0 and rows["mtp"]["drafter_params"] > 0
+  assert rows["specinfer"]["drafted_nodes"] == 1 + 1 + 3 * 6 and rows["sparse"]["drafted_nodes"] == 4
+  assert "| sparse |" in (tmp_path / "families.md").read_text()

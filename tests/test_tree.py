@@ -7,7 +7,8 @@ import pytest
 import specjax
 from specjax import accept, testing
 from specjax import tree as tree_lib
-from specjax.drafters.specinfer import SpecInfer, chain_with_branches
+from specjax.drafters.specinfer import SpecInfer
+from specjax.tree import chain_with_branches
 from specjax.models import api, kv_cache
 
 from test_greedy_equality import MAX_NEW, V, _prompts
@@ -158,6 +159,9 @@ def test_chain_with_branches_paths():
   assert chain_with_branches(2, [(2, 1), (1, 2)])[2:] == ((0, 1), (1,), (1, 0))
   with pytest.raises(ValueError, match="depth 4"):
     chain_with_branches(3, [(4, 1)])
+  assert tree_lib.parse_chain_paths("chain2+2x1+1x2") == chain_with_branches(2, [(2, 1), (1, 2)])
+  with pytest.raises(ValueError, match="chainDEPTH"):
+    tree_lib.parse_chain_paths("chain2+1")
 
 
 def test_specinfer_with_the_target_as_drafter_accepts_everything(target, baselines):

@@ -165,7 +165,8 @@ class Medusa(DrafterBase):
 def from_config(config, target: Model) -> Medusa:
   """Heads from ``config.medusa_heads`` (a folder, or a name under specjax/assets); zero-init heads
   (each one a copy of the lm_head) with a NOTE when they are missing or do not fit the target.
-  The tree: ``config.medusa_tree`` = "mc_sim_7b_63" or a dense tree from ``config.medusa_top_k``."""
+  The tree: ``config.medusa_tree`` = "mc_sim_7b_63", "chainDEPTH[+DxLEN...]"
+  (:func:`specjax.tree.parse_chain_paths`), or "" for a dense tree from ``config.medusa_top_k``."""
   folder = pathlib.Path(config.get("medusa_heads", "") or "/nonexistent")
   assets = pathlib.Path(__file__).parent.parent / "assets"
   folder = folder if folder.exists() else assets / folder
@@ -178,7 +179,15 @@ def from_config(config, target: Model) -> Medusa:
     print(f"NOTE: no Medusa heads at {folder}; using untrained heads (train them with scripts/train_medusa.py).")
   tree_name = config.get("medusa_tree", "")
   top_k = tuple(config.get("medusa_top_k", (3, 2, 1)))
-  paths = MC_SIM_7B_63 if tree_name == "mc_sim_7b_63" else tree_lib.full_paths(top_k)
+  if tree_name == "mc_sim_7b_63":
+    paths = MC_SIM_7B_63
+  elif tree_name.startswith("chain"):  # e.g. "chain4+1x2": each head's top-1, second choices where given
+    paths = tree_lib.parse_chain_paths(tree_name)
+  elif tree_name:
+    raise ValueError(f"medusa_tree={tree_name!r}: expected 'mc_sim_7b_63', 'chainDEPTH[+DxLEN...]' or '' "
+                     f"(a dense tree from medusa_top_k)")
+  else:
+    paths = tree_lib.full_paths(top_k)
   depth = max(len(p) for p in paths)
   if heads is None:
     heads = init_heads(None, max(depth, config.get("medusa_num_heads", depth)), target.config.d_model)

@@ -4,7 +4,8 @@
 ``children[d]`` children); any widths work (width 5 and up). ``paths`` instead gives any sparse
 tree, Medusa-style: the path ``(i_1, ..., i_d)`` is the node reached by taking the i_k-th sibling at
 depth k, e.g. a long chain ``(0,), (0, 0), ...`` plus a second choice ``(1,)`` where the chain
-often breaks.
+often breaks (:func:`specjax.tree.chain_with_branches`). A node's children are its top-1, top-2, ...
+drafts in path order (gaps in the choice indices are closed up).
 Siblings are drawn from the small model's q (after the target's temperature/top-k/top-p):
 
 * ``"iid"``: independent draws (duplicates possible); verified by multi-round rejection, lossless.
@@ -121,30 +122,13 @@ class SpecInfer(DrafterBase):
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)
 
 
-def chain_with_branches(depth: int, branches) -> tuple:
-  """Paths of a chain of ``depth`` top-1 drafts plus, for each ``(d, length)`` in ``branches``, the
-  second choice at depth d followed by ``length - 1`` top-1 drafts: a sparse tree that spends
-  extra nodes only where the chain tends to break."""
-  paths = [(0,) * i for i in range(1, depth + 1)]
-  for d, length in branches:
-    if not 1 <= d <= depth or length < 1:
-      raise ValueError(f"branch (depth {d}, length {length}) must have 1 <= depth <= {depth} and length >= 1")
-    paths += [(0,) * (d - 1) + (1,) + (0,) * i for i in range(length)]
-  return tuple(paths)
-
-
 def from_config(config, drafter_model: Model) -> SpecInfer:
   """``config.specinfer_children`` (default the paper's), or ``config.specinfer_paths`` (a tuple of
-  paths, or "chain:DEPTH[:d-len,...]" for :func:`chain_with_branches`); ``config.specinfer_siblings``."""
+  paths, or "chainDEPTH[+DxLEN...]", see :func:`specjax.tree.parse_chain_paths`); ``config.specinfer_siblings``."""
   children = tuple(config.get("specinfer_children", (1, 1, 3, 1, 1, 1, 1, 1)))
   paths = config.get("specinfer_paths", ())
-  if isinstance(paths, str) and paths:
-    kind, _, rest = paths.partition(":")
-    depth, _, spec = rest.partition(":")
-    if kind != "chain" or not depth.isdigit():
-      raise ValueError(f"specinfer_paths={paths!r}: expected a tuple of paths or 'chain:DEPTH[:d-len,...]'")
-    branches = [tuple(int(x) for x in b.split("-")) for b in spec.split(",") if b]
-    paths = chain_with_branches(int(depth), branches)
+  if isinstance(paths, str) and paths:  # "chain8+1x2+3x1": chain of 8, branches (depth 1, len 2), (3, 1)
+    paths = tree_lib.parse_chain_paths(paths)
   drafter = SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"), tuple(map(tuple, paths or ())))
   if config.gamma != drafter.tree.max_depth:
     raise ValueError(f"gamma={config.gamma} must equal the token tree's depth {drafter.tree.max_depth} "
