@@ -175,3 +175,26 @@ def test_gamma_must_be_the_tree_depth(target):
   with pytest.raises(ValueError, match="depth 3"):
     specjax.speculative_generate(target, SpecInfer(target, children=(2, 1, 1)), *_prompts(1), gamma=4,
                                  max_new_tokens=4)
+
+
+@pytest.mark.parametrize("shape", ["(2, 2, 1)", "chain3+1x2+2x1"])
+def test_specinfer_level_by_level_drafting_matches_a_full_forward(target, shape):
+  """Each node's q is the small model's distribution after the committed text and the node's
+  ancestors, as a cache-free forward computes it: the window mask hides non-ancestor nodes."""
+  small = testing.perturbed(target, 0.3)
+  drafter = (SpecInfer(small, paths=tree_lib.parse_chain_paths(shape)) if shape.startswith("chain")
+             else SpecInfer(small, children=eval(shape)))  # pylint: disable=eval-used
+  tree, t1 = drafter.tree, specjax.Sampling(temperature=1.0)
+  prompts, lengths = _prompts(2, seed=5)
+  max_len = prompts.shape[1] + tree.num_nodes + 2
+  state = drafter.init(target, jnp.asarray(prompts), jnp.asarray(lengths), max_len)
+  tokens_BxS = jnp.zeros((2, max_len), jnp.int32).at[:, :prompts.shape[1]].set(prompts)
+  _, draft = jax.jit(drafter.propose, static_argnums=(3, 4))(state, tokens_BxS, jnp.asarray(lengths),
+                                                              tree.max_depth, t1, jax.random.PRNGKey(0))
+  nodes = np.concatenate([np.zeros((2, 1), np.int32), np.asarray(draft.tokens_BxG)], axis=1)
+  for b in range(2):
+    for i in range(1, tree.num_nodes):
+      path = [j for j in tree.ancestors[i, 1:tree.depth[i]]]  # the node's draft ancestors, root excluded
+      seq = np.concatenate([prompts[b, :lengths[b]], nodes[b, path]])
+      want = jax.nn.softmax(full_logits(small, seq[None])[0, -1])
+      np.testing.assert_allclose(draft.q_BxGxV[b, i - 1], want, atol=2e-5)

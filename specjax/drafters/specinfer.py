@@ -17,11 +17,10 @@ At temperature 0 every mode drafts the deterministic top-k (sampling a one-hot q
 
 Drafter cache and cost. The small model's cache holds the committed text; the tree's nodes are
 never committed there. Each round (1) feeds the up-to ``depth + 1`` tokens committed since the
-last round (one pass, ``depth + 1`` tokens) to get the root's logits, then (2) for d = 1..depth-1
-re-runs the small model over every node of depth <= d with the tree mask (each pass writes the
-nodes after the committed prefix, uncommitted) to get the logits at depth d. That is ``depth``
-small-model passes over ``sum_d nodes(<= d)`` tokens per round: the re-run costs tokens, not
-extra sequential steps beyond a chain's.
+last round (one pass) to get the root's logits, then (2) for d = 1..depth-1 feeds only the nodes of
+depth d, written after the earlier levels' nodes, with a window mask so each sees the committed
+prefix, its ancestors and itself. That is ``depth`` small-model passes over ``N`` tokens in all per
+round: a chain-shaped tree costs exactly what a chain costs.
 """
 from __future__ import annotations
 
@@ -112,11 +111,13 @@ class SpecInfer(DrafterBase):
       q_BxGxV = q_BxGxV.at[:, nodes - 1].set(q_level[:, parent_idx])
       if d == depth:
         break
-      hi = int(nodes.max())  # feed draft nodes 1..hi (every node of depth <= d)
-      pos_BxT = (seq_len_B - 1)[:, None] + jnp.asarray(tree.depth[1:hi + 1])[None]
-      logits_BxTxV, _, _ = api.forward(self.model, tokens_BxG[:, :hi], cache, pos_BxT,
-                                       jnp.asarray(mask_NxN[1:hi + 1, 1:hi + 1]))
-      level_logits, level_nodes = logits_BxTxV[:, nodes - 1], nodes
+      lo, hi = int(nodes.min()), int(nodes.max())  # BFS: level d is nodes lo..hi, in slots after 1..lo-1
+      pos_BxT = (seq_len_B - 1)[:, None] + jnp.asarray(tree.depth[lo:hi + 1])[None]
+      window_TxW = jnp.asarray(mask_NxN[lo:hi + 1, 1:hi + 1])  # sees earlier nodes only if ancestors
+      logits_BxTxV, _, cache = api.forward(self.model, tokens_BxG[:, lo - 1:hi],
+                                           cache.with_length(seq_len_B + lo - 1), pos_BxT, window_TxW)
+      level_logits, level_nodes = logits_BxTxV, nodes
+    cache = cache.with_length(seq_len_B)  # the nodes stay uncommitted
     if sampling.greedy:
       q_BxGxV = None  # one-hot: the draft is deterministic
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)

@@ -3,7 +3,8 @@
 One module, one ``__call__``: with ``cache=None`` it is a plain causal forward over the tokens
 (training, ``specjax.logits``); with a cache it writes the new keys/values after each row's
 committed length and attends to the committed prefix plus whatever ``new_mask_TxT`` allows among
-the new tokens (causal for chains, ancestors for trees). It never commits: callers do.
+the new tokens (causal for chains, ancestors for trees); a ``[T, W > T]`` mask also covers the
+``W - T`` uncommitted slots just before them (kv_cache.attention_mask). It never commits: callers do.
 """
 from __future__ import annotations
 

@@ -58,20 +58,23 @@ def gather_rows(buf_BxSx, idx_BxT):
   return jax.vmap(lambda buf, idx: buf[idx])(buf_BxSx, idx_BxT)
 
 
-def attention_mask(length_B, max_len, new_mask_TxT):
-  """Boolean ``[B, T, S]``: query t may see committed slots and the new slots its mask allows.
+def attention_mask(length_B, max_len, new_mask_TxW):
+  """Boolean ``[B, T, S]``: query t may see committed slots and the window slots its mask allows.
 
-  New token t sits in slot ``length + t``. ``new_mask_TxT[t, u]`` says whether new token t sees
-  new token u (causal for a chain, ancestors-and-self for a tree).
+  New token t sits in slot ``length + t``. ``new_mask_TxW`` covers the window of ``W >= T`` slots
+  ending with the new ones, ``length - (W - T) .. length + T - 1``: ``[t, u]`` says whether new
+  token t sees window slot u (causal for a chain, ancestors-and-self for a tree). Slots before the
+  window are committed and always visible; ``W > T`` lets a tree drafter feed one level at a time
+  while the earlier levels' (uncommitted) nodes stay visible only to their descendants.
   """
-  t = new_mask_TxT.shape[0]
+  t, w = new_mask_TxW.shape
   slot_S = jnp.arange(max_len)
-  rel_BxS = slot_S[None, :] - length_B[:, None]
+  rel_BxS = slot_S[None, :] - (length_B[:, None] - (w - t))
   committed_BxS = rel_BxS < 0
-  in_new_BxS = (rel_BxS >= 0) & (rel_BxS < t)
-  new_BxTxS = jnp.take(new_mask_TxT, jnp.clip(rel_BxS, 0, t - 1), axis=1)  # [T, B, S]
-  new_BxTxS = jnp.transpose(new_BxTxS, (1, 0, 2)) & in_new_BxS[:, None, :]
-  return committed_BxS[:, None, :] | new_BxTxS
+  in_window_BxS = (rel_BxS >= 0) & (rel_BxS < w)
+  window_BxTxS = jnp.take(new_mask_TxW, jnp.clip(rel_BxS, 0, w - 1), axis=1)  # [T, B, S]
+  window_BxTxS = jnp.transpose(window_BxTxS, (1, 0, 2)) & in_window_BxS[:, None, :]
+  return committed_BxS[:, None, :] | window_BxTxS
 
 
 def causal_mask(t: int) -> jax.Array:
