@@ -7,7 +7,7 @@ The drafter (specjax/assets/demo/dflash, trained by scripts/train_dflash.py on t
 with block size 8) fills gamma = 7 masks after the anchor in ONE pass, reading fused features of
 target layers as extra keys/values. Other gammas run exactly but were not trained for (the run
 notes it). Without the trained drafter a random one runs (exact, rarely accepted); without the demo
-target a tiny random pair runs instead, and the run says so. The reported c is 0 (not measured).
+target a tiny random pair runs instead, and the run says so. c is measured (one drafting pass / gamma).
 """
 import ml_collections
 

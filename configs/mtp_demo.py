@@ -6,7 +6,7 @@
 The head (specjax/assets/demo/mtp, trained by scripts/train_mtp.py on the frozen target) reads the
 target's last hidden state and is applied recursively, so any gamma works; acceptance falls with
 depth. Without the trained head a random one runs (exact, rarely accepted); without the demo target
-a tiny random pair runs instead, and the run says so. The reported c is 0 (not measured for heads).
+a tiny random pair runs instead, and the run says so. c is measured (gamma head steps / gamma).
 """
 import ml_collections
 

@@ -21,7 +21,6 @@ import importlib.util
 import json
 import pathlib
 import sys
-import time
 
 from absl import app, flags
 import jax
@@ -31,8 +30,7 @@ from tqdm.auto import tqdm
 
 import specjax
 from specjax import run as sj_run  # defines --config (default configs/demo.py), reused here
-from specjax import theory
-from specjax.models import api
+from specjax import measure, theory
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 if "config" not in flags.FLAGS:  # run.py owns the flag today; keep working if it stops defining it
@@ -90,36 +88,12 @@ def make_drafter(kind: str, target, models: dict, ngram_n: int = 3):
 
 
 # ----------------------------------------------------------------------------- timing
-def median_time(fn, repeats: int) -> tuple:
-  """(last output, median seconds); the first call compiles and warms up and is not timed."""
-  out = fn()
-  times = []
-  for _ in range(max(repeats, 1)):
-    t0 = time.perf_counter()
-    out = fn()
-    times.append(time.perf_counter() - t0)
-  return out, float(np.median(times))
+median_time = measure.median_time  # (last output, median seconds) after one untimed compile call
 
 
-@jax.jit
-def _forward_logits(model, tokens_BxT, cache):
-  return api.forward(model, tokens_BxT, cache)[0]
-
-
-def verify_cost_ratio(target, prompts, lengths, gamma: int, max_len: int, repeats: int, inner: int = 20) -> float:
+def verify_cost_ratio(target, prompts, lengths, gamma: int, max_len: int, repeats: int) -> float:
   """v: one cached target forward over gamma + 1 tokens / one over 1 token (same cache, same length)."""
-  cache = api.start(target, prompts, lengths, max_len)[0]
-  b = prompts.shape[0]
-
-  def per_call(t):
-    tokens = jax.numpy.ones((b, t), jax.numpy.int32)
-    def fn():  # several calls per sample: a tiny model's forward is shorter than timer noise
-      for _ in range(inner):
-        out = _forward_logits(target, tokens, cache)
-      return out.block_until_ready()
-    return median_time(fn, max(repeats, 5))[1] / inner  # cheap: a few more samples tame the noise
-
-  return per_call(gamma + 1) / per_call(1)
+  return measure.verify_cost(target, prompts, lengths, gamma + 1, max_len, max(repeats, 5))
 
 
 class Sweep:

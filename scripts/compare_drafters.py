@@ -37,7 +37,8 @@ FAMILIES = {
 }
 COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
            "alpha", "mean_accepted", "tokens_per_iteration", "baseline_tokens_per_s", "tokens_per_s", "speedup",
-           "expected_speedup", "identical_to_autoregressive", "lossy")
+           "expected_speedup", "identical_to_autoregressive", "lossy", "acceptance_per_position",
+           "conditional_acceptance_per_position")
 
 _FAMILIES = flags.DEFINE_list("families", list(FAMILIES), f"families to run, from {list(FAMILIES)}")
 _VARIANTS = flags.DEFINE_multi_string("variant", [], "extra row sets: name:family:key=value:key=value")
@@ -97,7 +98,7 @@ def row(name, filename, overrides, batch, temperature) -> dict:
     config.batch_size, config.temperature = batch, float(temperature)
     config.max_new_tokens, config.repeats = _MAX_NEW.value, _REPEATS.value
   s = sj_run.run(config, verbose=False)
-  return {**{k: s.get(k) for k in COLUMNS}, "family": name}
+  return {**{k: s.get(k) for k in COLUMNS}, "family": name}  # the per-position lists: JSON, CSV as text
 
 
 def markdown(rows) -> str:

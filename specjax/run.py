@@ -157,6 +157,7 @@ def run(config, verbose: bool = True) -> dict:
       "mean_accepted": st["mean_accepted"],
       "tokens_per_iteration": st["tokens_per_iteration"],
       "acceptance_per_position": st["acceptance_per_position"],
+      "conditional_acceptance_per_position": st["conditional_acceptance_per_position"],
       "iterations": st["iterations"],
       "target_calls": st["target_calls"],
       "baseline_target_calls": base.stats["target_calls"],
