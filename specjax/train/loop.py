@@ -52,7 +52,7 @@ def make_train_step(loss_fn: Callable, optimizer: optax.GradientTransformation, 
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = dict(metrics, loss=loss, grad_norm=optax.global_norm(grads))
+    metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
     return TrainState(state.step + 1, params, opt_state), metrics
   return jax.jit(step_fn, donate_argnums=(0,) if donate else ())
 
