@@ -37,7 +37,7 @@ FAMILIES = {
 }
 COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
            "alpha", "mean_accepted", "tokens_per_iteration", "baseline_tokens_per_s", "tokens_per_s", "speedup",
-           "expected_speedup", "identical_to_autoregressive", "lossy", "acceptance_per_position",
+           "expected_speedup", "batch_utilization", "identical_to_autoregressive", "lossy", "acceptance_per_position",
            "conditional_acceptance_per_position")
 
 _FAMILIES = flags.DEFINE_list("families", list(FAMILIES), f"families to run, from {list(FAMILIES)}")

@@ -32,7 +32,8 @@ flags.DEFINE_integer("num_heads", 4, "Medusa heads (head k predicts k + 2 tokens
 flags.DEFINE_integer("num_sequences", 384, "self-distillation sequences (the last 1/8 held out)")
 flags.DEFINE_integer("prompt_len", 64, "prompt tokens per sequence")
 flags.DEFINE_integer("gen_tokens", 192, "tokens the target generates per sequence")
-flags.DEFINE_float("temperature", 0.0, "generation temperature for the data (0: greedy, as the demo runs)")
+flags.DEFINE_list("temperatures", ["0", "1"], "generation temperatures for the data, sequences split evenly "
+                  "(0: greedy continuations; 1: sampled ones, for sampled decoding)")
 flags.DEFINE_integer("steps", 1500, "optimizer steps")
 flags.DEFINE_integer("batch_size", 16, "sequences per step")
 flags.DEFINE_float("learning_rate", 3e-3, "peak learning rate")
@@ -51,8 +52,12 @@ def main(_):
   target = checkpoint.load_model(FLAGS.target)
   prompts = prompts_for(target, FLAGS.num_sequences, FLAGS.prompt_len, FLAGS.seed)
   print(f"generating {len(prompts)} x {FLAGS.gen_tokens} tokens with the target ...")
-  tokens = medusa_train.self_distillation_data(target, prompts, gen_tokens=FLAGS.gen_tokens,
-                                               sampling=specjax.Sampling(FLAGS.temperature), seed=FLAGS.seed)
+  temps = [float(t) for t in FLAGS.temperatures]
+  parts = np.array_split(np.arange(len(prompts)), len(temps))
+  tokens = np.concatenate([medusa_train.self_distillation_data(
+      target, prompts[idx], gen_tokens=FLAGS.gen_tokens, sampling=specjax.Sampling(t), seed=FLAGS.seed + k)
+      for k, (t, idx) in enumerate(zip(temps, parts))])
+  tokens = tokens[np.random.RandomState(FLAGS.seed).permutation(len(tokens))]  # held-out rows from every temperature
   hidden = medusa_train.hidden_states(target, tokens)
   n_train = len(tokens) - max(len(tokens) // 8, 1)
   cfg = loop.TrainConfig(steps=FLAGS.steps, learning_rate=FLAGS.learning_rate, warmup_steps=50, weight_decay=0.0,
@@ -66,7 +71,7 @@ def main(_):
   after = medusa_train.head_accuracy(heads, lm_head, hidden[n_train:], tokens[n_train:], FLAGS.prompt_len)
   report = {"target": str(FLAGS.target), "steps": FLAGS.steps, "train_sequences": int(n_train),
             "held_out_sequences": int(len(tokens) - n_train), "gen_tokens": FLAGS.gen_tokens,
-            "temperature": FLAGS.temperature, "held_out_top1_before": before, "held_out_top1_after": after,
+            "temperatures": temps, "held_out_top1_before": before, "held_out_top1_after": after,
             "wall_s": round(time.time() - t0, 1)}
   medusa_lib.save_heads(heads, FLAGS.out, **report)
   print(json.dumps(report, indent=2))

@@ -196,6 +196,8 @@ def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0) -> dict[
       "iterations": int(s.iterations),
       "target_calls": int(s.iterations),
       "row_iterations": int(s.row_iterations),
+      # share of row slots doing work: a static batch runs until its slowest row is done
+      "batch_utilization": round(float(s.row_iterations) / max(int(s.iterations) * len(lengths), 1), 4),
       "generated_tokens": int(np.sum(lengths)),
       "gamma": gamma,
       "drafted_per_position": drafted.astype(int).tolist(),

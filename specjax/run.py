@@ -159,6 +159,7 @@ def run(config, verbose: bool = True) -> dict:
       "acceptance_per_position": st["acceptance_per_position"],
       "conditional_acceptance_per_position": st["conditional_acceptance_per_position"],
       "iterations": st["iterations"],
+      "batch_utilization": st["batch_utilization"],
       "target_calls": st["target_calls"],
       "baseline_target_calls": base.stats["target_calls"],
       "c": round(c, 4),

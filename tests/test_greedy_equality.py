@@ -64,6 +64,7 @@ def test_drafter_equal_to_target_accepts_everything(family, batch):
   assert out.stats["acceptance_per_position"] == [1.0] * gamma
   assert out.stats["iterations"] == -(-MAX_NEW // (gamma + 1))
   assert out.stats["alpha"] == pytest.approx(1.0)
+  assert out.stats["batch_utilization"] == 1.0  # every row advances gamma + 1 per iteration
 
 
 def test_adversarial_drafter_accepts_nothing(family):
@@ -90,6 +91,7 @@ def test_eos_in_the_middle(family):
                                        max_new_tokens=MAX_NEW, eos_id=eos, pad_id=-1)
     np.testing.assert_array_equal(out.tokens, base.tokens)
     np.testing.assert_array_equal(out.lengths, base.lengths)
+    assert 0 < out.stats["batch_utilization"] < 1  # rows that hit EOS idle while the others finish
   for row in range(8):  # the EOS is the row's last token and everything after it is padding
     n = base.lengths[row]
     assert (base.tokens[row, n:] == -1).all()
