@@ -32,8 +32,9 @@ flags.DEFINE_integer("num_heads", 4, "Medusa heads (head k predicts k + 2 tokens
 flags.DEFINE_integer("num_sequences", 384, "self-distillation sequences (the last 1/8 held out)")
 flags.DEFINE_integer("prompt_len", 64, "prompt tokens per sequence")
 flags.DEFINE_integer("gen_tokens", 192, "tokens the target generates per sequence")
-flags.DEFINE_list("temperatures", ["0", "1"], "generation temperatures for the data, sequences split evenly "
-                  "(0: greedy continuations; 1: sampled ones, for sampled decoding)")
+flags.DEFINE_list("temperatures", ["0"], "generation temperatures for the data, sequences split evenly. "
+                  "0 (greedy, the shipped heads); 0,1 trades greedy acceptance for sampled: "
+                  "benchmarks/families/medusa_data_mix.md")
 flags.DEFINE_integer("steps", 1500, "optimizer steps")
 flags.DEFINE_integer("batch_size", 16, "sequences per step")
 flags.DEFINE_float("learning_rate", 3e-3, "peak learning rate")
