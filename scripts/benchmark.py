@@ -185,7 +185,8 @@ def _panels(rows):
   return kinds, temps, sorted({r["batch_size"] for r in rows})
 
 
-def plot_speedup(rows, path):
+def _plot_panels(rows, path, draw, **axes_kw):
+  """One panel per (drafter, temperature), one colour per batch size: ``draw(ax, rows_by_gamma, b, color)``."""
   import matplotlib  # pylint: disable=import-outside-toplevel
   import matplotlib.ticker  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
@@ -198,48 +199,36 @@ def plot_speedup(rows, path):
       for k, b in enumerate(batches):
         sel = sorted((r for r in rows if (r["drafter"], r["temperature"], r["batch_size"]) == (kind, temp, b)),
                      key=lambda r: r["gamma"])
-        if not sel:
-          continue
-        g = np.array([r["gamma"] for r in sel])
-        alpha = float(np.mean([r["alpha"] for r in sel]))  # one alpha for the curve: the sweep's mean
-        curve = theory.walltime_improvement(alpha, g, sel[0]["c"], np.array([r["v"] for r in sel]))
-        color = f"C{k}"
-        ax.plot(g, curve, "-", color=color, alpha=0.6, label=f"B={b} formula (α={alpha:.2f}, c={sel[0]['c']:.2f})")
-        ax.plot(g, [r["speedup"] for r in sel], "o", color=color, label=f"B={b} measured")
-      ax.axhline(1.0, color="gray", lw=0.8, ls=":")
+        if sel:
+          draw(ax, sel, b, f"C{k}")
       ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-      ax.set(title=f"{kind}, temperature {temp:g}", xlabel="gamma", ylabel="speedup over autoregressive")
+      ax.set(title=f"{kind}, temperature {temp:g}", **axes_kw)
       ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
+
+
+def plot_speedup(rows, path):
+  def draw(ax, sel, b, color):
+    g = np.array([r["gamma"] for r in sel])
+    alpha = float(np.mean([r["alpha"] for r in sel]))  # one alpha for the curve: the sweep's mean
+    curve = theory.walltime_improvement(alpha, g, sel[0]["c"], np.array([r["v"] for r in sel]))
+    ax.plot(g, curve, "-", color=color, alpha=0.6, label=f"B={b} formula (α={alpha:.2f}, c={sel[0]['c']:.2f})")
+    ax.plot(g, [r["speedup"] for r in sel], "o", color=color, label=f"B={b} measured")
+    ax.axhline(1.0, color="gray", lw=0.8, ls=":")
+
+  _plot_panels(rows, path, draw, xlabel="gamma", ylabel="speedup over autoregressive")
 
 
 def plot_acceptance(rows, path):
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  import matplotlib.ticker  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  kinds, temps, batches = _panels(rows)
-  fig, axes = plt.subplots(len(kinds), len(temps), figsize=(4.5 * len(temps), 3.5 * len(kinds)), squeeze=False)
-  for i, kind in enumerate(kinds):
-    for j, temp in enumerate(temps):
-      ax = axes[i][j]
-      for k, b in enumerate(batches):
-        sel = [r for r in rows if (r["drafter"], r["temperature"], r["batch_size"]) == (kind, temp, b)]
-        if not sel:
-          continue
-        r = max(sel, key=lambda r: r["gamma"])  # the longest draft shows every position
-        pos = np.arange(1, r["gamma"] + 1)
-        ax.plot(pos, r["acceptance_per_position"], "o-", color=f"C{k}", label=f"B={b} measured")
-        ax.plot(pos, r["alpha_iid"] ** pos, "--", color=f"C{k}", alpha=0.6, label=f"B={b} i.i.d. α^i")
-      ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-      ax.set(title=f"{kind}, temperature {temp:g}", xlabel="draft position i", ylim=(0, 1.05),
-             ylabel="P(draft i accepted)")
-      ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  def draw(ax, sel, b, color):
+    r = sel[-1]  # the longest draft shows every position
+    pos = np.arange(1, r["gamma"] + 1)
+    ax.plot(pos, r["acceptance_per_position"], "o-", color=color, label=f"B={b} measured")
+    ax.plot(pos, r["alpha_iid"] ** pos, "--", color=color, alpha=0.6, label=f"B={b} i.i.d. α^i")
+
+  _plot_panels(rows, path, draw, xlabel="draft position i", ylim=(0, 1.05), ylabel="P(draft i accepted)")
 
 
 def write_outputs(rows, meta, out_dir) -> pathlib.Path:

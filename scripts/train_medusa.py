@@ -17,11 +17,11 @@ import time
 from absl import app, flags
 import numpy as np
 
-import specjax
 from specjax import checkpoint
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.drafters import medusa as medusa_lib
 from specjax.train import loop
+from specjax.train import heads as train_heads
 from specjax.train import medusa as medusa_train
 
 FLAGS = flags.FLAGS
@@ -32,7 +32,7 @@ flags.DEFINE_integer("num_heads", 4, "Medusa heads (head k predicts k + 2 tokens
 flags.DEFINE_integer("num_sequences", 384, "self-distillation sequences (the last 1/8 held out)")
 flags.DEFINE_integer("prompt_len", 64, "prompt tokens per sequence")
 flags.DEFINE_integer("gen_tokens", 192, "tokens the target generates per sequence")
-flags.DEFINE_list("temperatures", ["0"], "generation temperatures for the data, sequences split evenly. "
+flags.DEFINE_list("gen_temperatures", ["0"], "generation temperatures for the data, sequences split evenly. "
                   "0 (greedy, the shipped heads); 0,1 trades greedy acceptance for sampled: "
                   "benchmarks/families/medusa_data_mix.md")
 flags.DEFINE_integer("steps", 1500, "optimizer steps")
@@ -53,11 +53,8 @@ def main(_):
   target = checkpoint.load_model(FLAGS.target)
   prompts = prompts_for(target, FLAGS.num_sequences, FLAGS.prompt_len, FLAGS.seed)
   print(f"generating {len(prompts)} x {FLAGS.gen_tokens} tokens with the target ...")
-  temps = [float(t) for t in FLAGS.temperatures]
-  parts = np.array_split(np.arange(len(prompts)), len(temps))
-  tokens = np.concatenate([medusa_train.self_distillation_data(
-      target, prompts[idx], gen_tokens=FLAGS.gen_tokens, sampling=specjax.Sampling(t), seed=FLAGS.seed + k)
-      for k, (t, idx) in enumerate(zip(temps, parts))])
+  temps = [float(t) for t in FLAGS.gen_temperatures]
+  tokens = train_heads.generated_text_over(target, prompts, FLAGS.gen_tokens, temps, seed=FLAGS.seed)
   tokens = tokens[np.random.RandomState(FLAGS.seed).permutation(len(tokens))]  # held-out rows from every temperature
   hidden = medusa_train.hidden_states(target, tokens)
   n_train = len(tokens) - max(len(tokens) // 8, 1)

@@ -51,9 +51,11 @@ def _forward_logits(model, tokens_BxT, cache):
   return api.forward(model, tokens_BxT, cache)[0]
 
 
+_start = jax.jit(api.start, static_argnums=3)
+
+
 def _start_cache(target, prompts_BxP, lengths_B, max_len):
-  return jax.jit(api.start, static_argnums=3)(target, jnp.asarray(prompts_BxP, jnp.int32),
-                                              jnp.asarray(lengths_B, jnp.int32), max_len)[0]
+  return _start(target, jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(lengths_B, jnp.int32), max_len)[0]
 
 
 def target_step_seconds(target, prompts_BxP, lengths_B, num_tokens: int, max_len: int, repeats: int = 5,
@@ -70,9 +72,8 @@ def verify_cost(target, prompts_BxP, lengths_B, num_nodes: int, max_len: int, re
   return target_step_seconds(target, prompts_BxP, lengths_B, num_nodes, max_len, repeats) / one
 
 
-@functools.partial(jax.jit, static_argnames=("gamma", "sampling", "max_len"))
-def _init_state(target, drafter, prompts_BxP, lengths_B, *, gamma, sampling, max_len):
-  del gamma, sampling
+@functools.partial(jax.jit, static_argnames=("max_len",))
+def _init_state(target, drafter, prompts_BxP, lengths_B, *, max_len):
   tokens_BxS = jnp.zeros((prompts_BxP.shape[0], max_len), jnp.int32).at[:, :prompts_BxP.shape[1]].set(prompts_BxP)
   return drafter.init(target, prompts_BxP, lengths_B, max_len), tokens_BxS
 
@@ -82,14 +83,20 @@ def _propose(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling):
   return drafter.propose(state, tokens_BxS, lengths_B, gamma, sampling, rng)[1].tokens_BxG
 
 
-def drafter_cost(target, drafter, prompts_BxP, lengths_B, gamma: int, sampling, max_len: int,
-                 repeats: int = 5) -> float:
-  """c: one ``propose`` round / ``gamma`` / one cached one-token target step (0 for a free lookup)."""
+def drafter_round_seconds(target, drafter, prompts_BxP, lengths_B, gamma: int, sampling, max_len: int,
+                          repeats: int = 5) -> float:
+  """Seconds of one ``drafter.propose`` round of ``gamma`` drafts, from the state after the prompt."""
   prompts_BxP, lengths_B = jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(lengths_B, jnp.int32)
-  state, tokens_BxS = _init_state(target, drafter, prompts_BxP, lengths_B, gamma=gamma, sampling=sampling,
-                                  max_len=max_len)
+  state, tokens_BxS = _init_state(target, drafter, prompts_BxP, lengths_B, max_len=max_len)
   rng = jax.random.PRNGKey(0)
-  t_round = median_time(lambda: _propose(drafter, state, tokens_BxS, lengths_B, rng, gamma=gamma,
-                                         sampling=sampling), repeats, inner=10)[1]
+  return median_time(lambda: _propose(drafter, state, tokens_BxS, lengths_B, rng, gamma=gamma, sampling=sampling),
+                     repeats, inner=10)[1]
+
+
+def costs(target, drafter, prompts_BxP, lengths_B, gamma: int, num_nodes: int, sampling, max_len: int,
+          repeats: int = 5) -> tuple:
+  """``(c, v)`` in one-token target steps, the step timed once: c = one ``propose`` round / gamma
+  (0-ish for a free lookup), v = a pass over ``num_nodes`` tokens (every drafted node + the root)."""
   step = target_step_seconds(target, prompts_BxP, lengths_B, 1, max_len, repeats)
-  return t_round / gamma / step
+  c = drafter_round_seconds(target, drafter, prompts_BxP, lengths_B, gamma, sampling, max_len, repeats) / gamma / step
+  return c, target_step_seconds(target, prompts_BxP, lengths_B, num_nodes, max_len, repeats) / step

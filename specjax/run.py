@@ -132,11 +132,10 @@ def run(config, verbose: bool = True) -> dict:
     bar.update(1)
     # c and v: the drafter's round and the verify pass, each against a one-token target step
     tree = getattr(drafter, "tree", None)
-    max_len = prompts.shape[1] + config.max_new_tokens + (tree.num_nodes if tree is not None else config.gamma + 1)
+    num_nodes = tree.num_nodes if tree is not None else config.gamma + 1  # verify input: root + drafts
+    max_len = prompts.shape[1] + config.max_new_tokens + num_nodes
     with specjax.sharding.decode_context(mesh):
-      c = measure.drafter_cost(target, drafter, prompts, lengths, config.gamma, sampling, max_len)
-      v = measure.verify_cost(target, prompts, lengths, tree.num_nodes if tree is not None else config.gamma + 1,
-                              max_len)
+      c, v = measure.costs(target, drafter, prompts, lengths, config.gamma, num_nodes, sampling, max_len)
     bar.update(1)
   st = spec.stats
   summary = {
@@ -144,7 +143,7 @@ def run(config, verbose: bool = True) -> dict:
       "demo_weights": is_demo,
       "drafter": config.drafter_kind,
       "gamma": config.gamma,
-      "drafted_nodes": tree.num_nodes - 1 if tree is not None else config.gamma,  # per verify pass
+      "drafted_nodes": num_nodes - 1,  # per verify pass
       "batch_size": int(prompts.shape[0]),
       "temperature": config.temperature,
       "top_k": config.top_k,

@@ -1,5 +1,4 @@
 """Medusa: heads trained on a frozen tiny target (self-distillation), tree verification, greedy equality."""
-import jax
 import numpy as np
 import pytest
 
@@ -8,6 +7,7 @@ from specjax import testing
 from specjax import tree as tree_lib
 from specjax.drafters import medusa as medusa_lib
 from specjax.train import loop
+from specjax.train import heads as train_heads
 from specjax.train import medusa as medusa_train
 
 from test_greedy_equality import MAX_NEW, V, _prompts
@@ -20,7 +20,7 @@ SPARSE = ((0,), (1,), (2,), (3,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 1, 0), 
 def trained(tmp_path_factory):
   target = testing.tiny_decoder(V, seed=0)
   prompts = np.random.RandomState(0).randint(2, V, size=(48, PROMPT_LEN))
-  tokens = medusa_train.self_distillation_data(target, prompts, gen_tokens=24, batch_size=48)
+  tokens = train_heads.generated_text(target, prompts, 24, batch=48)
   hidden = medusa_train.hidden_states(target, tokens, batch_size=48)
   lm_head = medusa_lib.target_lm_head(target)
   before = medusa_train.head_accuracy(medusa_lib.init_heads(None, NUM_HEADS, 32), lm_head, hidden[:40],

@@ -125,6 +125,13 @@ def generated_text(target, prompts_NxP, gen_len: int, *, temperature: float = 0.
   return np.concatenate(rows, 0)
 
 
+def generated_text_over(target, prompts_NxP, gen_len: int, temperatures, seed: int = 0) -> np.ndarray:
+  """:func:`generated_text` with the prompts split evenly over ``temperatures``, rows in prompt order."""
+  parts = np.array_split(np.arange(len(prompts_NxP)), len(temperatures))
+  return np.concatenate([generated_text(target, prompts_NxP[idx], gen_len, temperature=t, seed=seed)
+                         for idx, t in zip(parts, temperatures)])
+
+
 # ----------------------------------------------------------------------------- data pools, evaluation
 def corpus_prompts(data: np.ndarray, n: int, prompt_len: int, seed: int, newline: int = 10) -> np.ndarray:
   """``[n, prompt_len]`` crops of a token stream starting at line starts (deterministic in ``seed``)."""
@@ -176,7 +183,5 @@ def text_pool(target, data: np.ndarray, n: int, seq_len: int, *, source: str = "
     return code_corpus.batch_at(data, 0, n, seq_len - 1, seed).astype(np.int32)
   if source != "generated":
     raise ValueError(f"source must be 'generated' or 'corpus', got {source!r}")
-  prompts = corpus_prompts(data, n, prompt_len, seed)
-  parts = np.array_split(np.arange(n), len(temperatures))
-  return np.concatenate([generated_text(target, prompts[idx], seq_len - prompt_len, temperature=t, seed=seed)
-                         for idx, t in zip(parts, temperatures)])
+  return generated_text_over(target, corpus_prompts(data, n, prompt_len, seed), seq_len - prompt_len,
+                             temperatures, seed)

@@ -1,6 +1,6 @@
 """Medusa-1: train K heads on a frozen target with self-distillation data the target generates.
 
-1. ``self_distillation_data``: the target continues held-out prompts (``specjax.generate``).
+1. ``specjax.train.heads.generated_text``: the target continues held-out prompts.
 2. ``hidden_states``: one frozen, cache-free target pass per sequence; computed once and kept.
 3. ``train_heads``: head k (0-based) at position t learns token t + k + 2 (the lm_head already
    predicts t + 1), cross-entropy on generated tokens only, weighted ``decay**k`` (Medusa: 0.8).
@@ -12,21 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import specjax
 from specjax.drafters import medusa as medusa_lib
 from specjax.train import loop
-
-
-def self_distillation_data(target, prompts_NxP, *, gen_tokens: int, batch_size: int = 32,
-                           sampling=specjax.Sampling(), seed: int = 0) -> np.ndarray:
-  """``[N, P + gen_tokens]`` int32: each prompt followed by the target's own continuation."""
-  rows = []
-  for i in range(0, len(prompts_NxP), batch_size):
-    chunk = np.asarray(prompts_NxP[i:i + batch_size], np.int32)
-    out = specjax.generate(target, chunk, np.full((len(chunk),), chunk.shape[1]), max_new_tokens=gen_tokens,
-                           sampling=sampling, rng=jax.random.PRNGKey(seed + i))
-    rows.append(np.concatenate([chunk, out.tokens], axis=1))
-  return np.concatenate(rows).astype(np.int32)
 
 
 def hidden_states(target, tokens_NxT, batch_size: int = 16) -> np.ndarray:
