@@ -48,3 +48,9 @@ def drafter(target, drafter_obj, gamma) -> None:
   if isinstance(gamma, bool) or int(gamma) != gamma or gamma < 1:
     raise ValueError(f"gamma must be an integer >= 1, got {gamma!r}")
   drafter_obj.check_compatible(target)
+  models = [("target", target), ("drafter model", getattr(drafter_obj, "model", None))]
+  for what, model in models:
+    window = getattr(getattr(model, "config", None), "min_window", 0)
+    if window and window <= gamma:  # tree nodes see ancestors up to gamma back (kv_cache.sliding_window_mask)
+      raise ValueError(f"gamma={gamma} needs every sliding window deeper than the draft: the {what}'s "
+                       f"smallest window is {window}; use gamma < {window}")

@@ -152,7 +152,7 @@ def test_corrupt_safetensors_header(llama_dir):
     from_hf(llama_dir)
 
 
-@pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Qwen2ForCausalLM"])
+@pytest.mark.parametrize("arch", ["GPT2LMHeadModel", "Gemma2ForCausalLM"])
 def test_unsupported_architecture(tmp_path, arch):
   folder = _write(tmp_path / "x", _llama_cfg(architectures=[arch]), _llama_tensors())
   with pytest.raises(CheckpointError, match=f"unsupported architecture '{arch}'"):
@@ -177,18 +177,17 @@ def test_v4_style_rope_theta_is_read(tmp_path):
   assert from_hf(_write(tmp_path / "x", cfg, _llama_tensors())).config.rope_theta == 500000.0
 
 
-def test_mistral_sliding_window_needs_opt_in(tmp_path):
+def test_mistral_sliding_window_is_imported_on_every_layer(tmp_path):
   folder = _write(tmp_path / "m", _llama_cfg(architectures=["MistralForCausalLM"], sliding_window=4096),
                   _llama_tensors())
-  with pytest.raises(CheckpointError, match="sliding_window=4096"):
-    from_hf(folder)
-  assert isinstance(from_hf(folder, allow_sliding_window=True).module, Decoder)
+  model = from_hf(folder)
+  assert isinstance(model.module, Decoder) and model.config.layer_windows == (4096, 4096)
 
 
 def test_shape_mismatch_names_tensor_and_shapes(tmp_path):
   folder = _write(tmp_path / "x", _llama_cfg(intermediate_size=96), _llama_tensors())
   with pytest.raises(CheckpointError, match=r"'model\.layers\.0\.mlp\.gate_proj\.weight' has shape \(128, 64\), "
-                                            r"but config\.json implies \(96, 64\)"):
+                                            r"but the config implies \(96, 64\)"):
     from_hf(folder)
 
 

@@ -1,10 +1,17 @@
-"""Decoder-only transformer, Chinchilla/Llama style: RMSNorm, RoPE, SwiGLU, optional GQA.
+"""Decoder-only transformer: Llama/Mistral/Qwen/Gemma 3 style, one module, families as config fields.
 
-One module, one ``__call__``: with ``cache=None`` it is a plain causal forward over the tokens
-(training, ``specjax.logits``); with a cache it writes the new keys/values after each row's
-committed length and attends to the committed prefix plus whatever ``new_mask_TxT`` allows among
-the new tokens (causal for chains, ancestors for trees); a ``[T, W > T]`` mask also covers the
-``W - T`` uncommitted slots just before them (kv_cache.attention_mask). It never commits: callers do.
+The families differ by small named pieces, each a config field, never a family switch:
+RMSNorm scale ``offset + w`` (Gemma: 1), optional sandwich norms after attention and MLP (Gemma's
+four norms per block), q/k RMSNorm before RoPE (Gemma 3, Qwen3), q/k/v biases (Qwen2), embeddings
+scaled by sqrt(d_model) (Gemma), the MLP's gate activation (SwiGLU or tanh-GELU GeGLU), the
+attention scale, and a sliding window and RoPE theta per layer (Gemma 3: five local layers per
+global one; Mistral: every layer local).
+
+One ``__call__``: with ``cache=None`` it is a plain causal forward over the tokens (training,
+``specjax.logits``); with a cache it writes the new keys/values after each row's committed length
+and attends to the committed prefix plus whatever ``new_mask_TxT`` allows among the new tokens
+(causal for chains, ancestors for trees); a ``[T, W > T]`` mask also covers the ``W - T``
+uncommitted slots just before them (kv_cache.attention_mask). It never commits: callers do.
 """
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from specjax.models import kv_cache
-from specjax.models.layers import Init, RMSNorm, attend, param_with_axes, rope
+from specjax.models.layers import ACTIVATIONS, Init, RMSNorm, attend, param_with_axes, rope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,27 +38,68 @@ class DecoderConfig:
   rope_theta: float = 10000.0
   norm_eps: float = 1e-6
   dtype: str = "float32"  # compute dtype; params stay float32
+  # family pieces (defaults: Llama)
+  norm_offset: float = 0.0            # RMSNorm multiplies by (offset + w); Gemma stores w around 0
+  sandwich_norms: bool = False        # extra RMSNorm on the attention and MLP outputs (Gemma 2/3)
+  qk_norm: bool = False               # RMSNorm over head_dim on q and k before RoPE (Gemma 3, Qwen3)
+  qkv_bias: bool = False              # biases on the q/k/v projections (Qwen2)
+  scale_embeddings: bool = False      # embeddings times sqrt(d_model) (Gemma)
+  mlp_activation: str = "silu"        # gate activation: silu (SwiGLU) | gelu_tanh (GeGLU)
+  query_pre_attn_scalar: float = 0.0  # attention scale is this ** -0.5; 0: head_dim
+  layer_windows: tuple[int, ...] = ()  # sliding window per layer, 0 = global; () = all global
+  local_rope_theta: float = 0.0       # RoPE theta of windowed layers; 0: rope_theta
 
   def __post_init__(self):
+    object.__setattr__(self, "layer_windows", tuple(int(w) for w in self.layer_windows))
     if self.num_heads % self.num_kv_heads:
       raise ValueError(f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
+    if self.mlp_activation not in ACTIVATIONS:
+      raise ValueError(f"mlp_activation={self.mlp_activation!r}; expected one of {sorted(ACTIVATIONS)}")
+    if self.layer_windows and len(self.layer_windows) != self.num_layers:
+      raise ValueError(f"layer_windows has {len(self.layer_windows)} entries for num_layers={self.num_layers}")
+    if any(w < 0 for w in self.layer_windows):
+      raise ValueError(f"layer_windows must be >= 0 (0 = global), got {self.layer_windows}")
+
+  def window(self, layer: int) -> int:
+    return self.layer_windows[layer] if self.layer_windows else 0
+
+  def layer_rope_theta(self, layer: int) -> float:
+    return self.local_rope_theta if self.window(layer) and self.local_rope_theta else self.rope_theta
+
+  @property
+  def min_window(self) -> int:
+    """The smallest sliding window (0: none): tree verification needs it deeper than the tree."""
+    return min((w for w in self.layer_windows if w), default=0)
+
+
+def _norm(cfg: DecoderConfig, name: str):
+  return RMSNorm(cfg.norm_eps, offset=cfg.norm_offset, name=name)
 
 
 class Attention(nn.Module):
   cfg: DecoderConfig
+  layer: int = 0
+
+  def _project(self, name, x_BxTxE, heads, axes):
+    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
+    w = param_with_axes(self, name, Init.normal(cfg.d_model ** -0.5), (cfg.d_model, heads, cfg.head_dim), axes)
+    y = jnp.einsum("bte,ehd->bthd", x_BxTxE, w.astype(dt))
+    if cfg.qkv_bias:
+      y = y + param_with_axes(self, f"{name}_bias", Init.zeros, (heads, cfg.head_dim), axes[1:]).astype(dt)
+    return y
 
   @nn.compact
-  def __call__(self, x_BxTxE, positions_BxT, mask_BxTxS, cache=None, layer=0):
-    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
-    init = Init.normal(cfg.d_model ** -0.5)
-    wq = param_with_axes(self, "q", init, (cfg.d_model, cfg.num_heads, cfg.head_dim), ("embed", "heads", "kv"))
-    wk = param_with_axes(self, "k", init, (cfg.d_model, cfg.num_kv_heads, cfg.head_dim), ("embed", "kv_heads", "kv"))
-    wv = param_with_axes(self, "v", init, (cfg.d_model, cfg.num_kv_heads, cfg.head_dim), ("embed", "kv_heads", "kv"))
+  def __call__(self, x_BxTxE, positions_BxT, mask_BxTxS, cache=None):
+    cfg, dt, layer = self.cfg, jnp.dtype(self.cfg.dtype), self.layer
+    q = self._project("q", x_BxTxE, cfg.num_heads, ("embed", "heads", "kv"))
+    k = self._project("k", x_BxTxE, cfg.num_kv_heads, ("embed", "kv_heads", "kv"))
+    v = self._project("v", x_BxTxE, cfg.num_kv_heads, ("embed", "kv_heads", "kv"))
     wo = param_with_axes(self, "o", Init.normal((cfg.num_heads * cfg.head_dim) ** -0.5),
                          (cfg.num_heads, cfg.head_dim, cfg.d_model), ("heads", "kv", "embed"))
-    q = rope(jnp.einsum("bte,ehd->bthd", x_BxTxE, wq.astype(dt)), positions_BxT, cfg.rope_theta)
-    k = rope(jnp.einsum("bte,ekd->btkd", x_BxTxE, wk.astype(dt)), positions_BxT, cfg.rope_theta)
-    v = jnp.einsum("bte,ekd->btkd", x_BxTxE, wv.astype(dt))
+    if cfg.qk_norm:
+      q, k = _norm(cfg, "q_norm")(q), _norm(cfg, "k_norm")(k)
+    theta = cfg.layer_rope_theta(layer)
+    q, k = rope(q, positions_BxT, theta), rope(k, positions_BxT, theta)
     if cache is None:  # no cache: attend among the new tokens only
       k_all, v_all = k, v
     else:
@@ -59,7 +107,8 @@ class Attention(nn.Module):
           k_LxBxSxKxD=kv_cache.write_layer(cache.k_LxBxSxKxD, layer, k, cache.length_B),
           v_LxBxSxKxD=kv_cache.write_layer(cache.v_LxBxSxKxD, layer, v, cache.length_B))
       k_all, v_all = cache.k_LxBxSxKxD[layer], cache.v_LxBxSxKxD[layer]
-    out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS)
+    scale = cfg.query_pre_attn_scalar ** -0.5 if cfg.query_pre_attn_scalar else None
+    out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale)
     return jnp.einsum("bthd,hde->bte", out, wo.astype(dt)), cache
 
 
@@ -72,20 +121,25 @@ class MLP(nn.Module):
     wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
     wu = param_with_axes(self, "up", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
     wd = param_with_axes(self, "down", Init.normal(cfg.mlp_dim ** -0.5), (cfg.mlp_dim, cfg.d_model), ("mlp", "embed"))
-    h = jax.nn.silu(x_BxTxE @ wg.astype(dt)) * (x_BxTxE @ wu.astype(dt))
+    h = ACTIVATIONS[cfg.mlp_activation](x_BxTxE @ wg.astype(dt)) * (x_BxTxE @ wu.astype(dt))
     return h @ wd.astype(dt)
 
 
 class Block(nn.Module):
   cfg: DecoderConfig
+  layer: int = 0
 
   @nn.compact
-  def __call__(self, x, positions_BxT, mask_BxTxS, cache=None, layer=0):
-    h, cache = Attention(self.cfg, name="attn")(RMSNorm(self.cfg.norm_eps, name="attn_norm")(x),
-                                                  positions_BxT, mask_BxTxS, cache, layer)
+  def __call__(self, x, positions_BxT, mask_BxTxS, cache=None):
+    cfg = self.cfg
+    h, cache = Attention(cfg, self.layer, name="attn")(_norm(cfg, "attn_norm")(x), positions_BxT, mask_BxTxS, cache)
+    if cfg.sandwich_norms:
+      h = _norm(cfg, "post_attn_norm")(h)
     x = x + h
-    x = x + MLP(self.cfg, name="mlp")(RMSNorm(self.cfg.norm_eps, name="mlp_norm")(x))
-    return x, cache
+    h = MLP(cfg, name="mlp")(_norm(cfg, "mlp_norm")(x))
+    if cfg.sandwich_norms:
+      h = _norm(cfg, "post_mlp_norm")(h)
+    return x + h, cache
 
 
 class Decoder(nn.Module):
@@ -104,15 +158,21 @@ class Decoder(nn.Module):
       positions_BxT = start[:, None] + jnp.arange(t)[None, :]
     embed = param_with_axes(self, "embed", Init.normal(cfg.d_model ** -0.5), (cfg.vocab_size, cfg.d_model), ("vocab", "embed"))
     x = embed.astype(dt)[tokens_BxT]
+    if cfg.scale_embeddings:
+      x = x * jnp.asarray(cfg.d_model ** 0.5, dt)
     if cache is None:
       mask = jnp.broadcast_to(new_mask_TxT[None], (b, t, t))
+      key_positions_BxS = positions_BxT
     else:
       mask = kv_cache.attention_mask(cache.length_B, cache.max_len, new_mask_TxT)
+      key_positions_BxS = jnp.broadcast_to(jnp.arange(cache.max_len)[None], (b, cache.max_len))
+    masks = {w: kv_cache.sliding_window_mask(mask, positions_BxT, key_positions_BxS, w)
+             for w in sorted({cfg.window(i) for i in range(cfg.num_layers)})}
     layer_hidden = []
     for i in range(cfg.num_layers):
-      x, cache = Block(cfg, name=f"layer_{i}")(x, positions_BxT, mask, cache, i)
+      x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, masks[cfg.window(i)], cache)
       layer_hidden.append(x)
-    hidden = RMSNorm(cfg.norm_eps, name="final_norm")(x)
+    hidden = _norm(cfg, "final_norm")(x)
     if cfg.tie_embeddings:
       logits = hidden @ embed.astype(dt).T
     else:

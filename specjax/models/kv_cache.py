@@ -77,5 +77,19 @@ def attention_mask(length_B, max_len, new_mask_TxW):
   return committed_BxS[:, None, :] | window_BxTxS
 
 
+def sliding_window_mask(mask_BxTxS, q_positions_BxT, k_positions_BxS, window: int):
+  """Restricts a mask to keys less than ``window`` positions back (HF/Gemma: q - k < window).
+
+  In a cache, slot s of a committed token holds position s (trees compact their accepted path),
+  and so do a chain's or a prefill's new tokens. A tree node's slot is at or past its position,
+  but it only sees its ancestors, all within the tree's depth, so the rule is exact whenever the
+  window is deeper than the tree (validate.drafter checks it).
+  """
+  if not window:
+    return mask_BxTxS
+  near_BxTxS = k_positions_BxS[:, None, :] > q_positions_BxT[:, :, None] - window
+  return mask_BxTxS & near_BxTxS
+
+
 def causal_mask(t: int) -> jax.Array:
   return jnp.tril(jnp.ones((t, t), bool))

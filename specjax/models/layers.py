@@ -1,4 +1,4 @@
-"""Building blocks shared by the model families: RMSNorm, RoPE, dot-product attention."""
+"""Building blocks shared by the model families: RMSNorm, RoPE, dot-product attention, activations."""
 from __future__ import annotations
 
 import flax.linen as nn
@@ -13,15 +13,21 @@ def param_with_axes(module: nn.Module, name, init_fn, shape, axes, dtype=jnp.flo
   return module.param(name, nn.with_logical_partitioning(init_fn, axes), shape, dtype)
 
 
+# MLP gate activations by config name; gelu_tanh is HF's gelu_pytorch_tanh / gelu_new
+ACTIVATIONS = {"silu": jax.nn.silu, "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True)}
+
+
 class RMSNorm(nn.Module):
+  """``x / rms(x) * (offset + scale)`` in float32; ``offset=1`` is Gemma's zero-centred scale."""
   eps: float = 1e-6
+  offset: float = 0.0
 
   @nn.compact
   def __call__(self, x):
-    scale = param_with_axes(self, "scale", Init.ones, (x.shape[-1],), ("embed",))
+    scale = param_with_axes(self, "scale", Init.constant(1.0 - self.offset), (x.shape[-1],), ("embed",))
     x32 = x.astype(jnp.float32)
     y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
-    return (y * scale).astype(x.dtype)
+    return (y * (self.offset + scale)).astype(x.dtype)
 
 
 def rope(x_BxTxHxD, positions_BxT, theta: float):

@@ -1,0 +1,54 @@
+"""Import Hugging Face ``transformers`` checkpoints into specjax bundles, without torch.
+
+``from_hf(folder)`` reads ``config.json`` plus ``model.safetensors`` (or a sharded
+``model.safetensors.index.json`` and its shards) and returns a :class:`specjax.Model`:
+
+* ``LlamaForCausalLM`` / ``MistralForCausalLM`` (its sliding window on every layer) /
+  ``Qwen2ForCausalLM`` (q/k/v biases) / ``Qwen3ForCausalLM`` (q/k norms) /
+  ``Gemma3ForCausalLM`` (text) -> ``Decoder``, each a few config fields of the one decoder;
+* ``T5ForConditionalGeneration`` (v1.1: gated-GELU, no biases) -> ``T5``.
+
+Anything these families can express but specjax does not model (MLP biases, RoPE scaling,
+logit soft-capping, ReLU T5, ...) is rejected with an error naming the config key, rather than
+imported into a silently different model. ``from_config`` takes the same config dict with
+tensors from anywhere (``specjax.gguf_import`` feeds it dequantized GGUF tensors, HF-named).
+"""
+from __future__ import annotations
+
+import pathlib
+
+from specjax.checkpoint import CheckpointError
+from specjax.hf_import import decoders, t5
+from specjax.hf_import.weights import Weights, array_weights, read_json, read_safetensors_header, safetensors_weights
+from specjax.models.bundle import Model
+
+IMPORTERS = {"LlamaForCausalLM": decoders.llama, "MistralForCausalLM": decoders.llama,
+             "Qwen2ForCausalLM": decoders.llama, "Qwen3ForCausalLM": decoders.llama,
+             "Gemma3ForCausalLM": decoders.gemma3, "T5ForConditionalGeneration": t5.t5}
+
+__all__ = ["IMPORTERS", "array_weights", "from_config", "from_hf", "read_safetensors_header"]
+
+
+def from_hf(folder, **config_overrides) -> Model:
+  """Loads a ``transformers`` checkpoint folder as a specjax model (params float32).
+
+  ``config_overrides`` replace fields of the specjax config (e.g. ``dtype="bfloat16"`` for compute).
+  """
+  folder = pathlib.Path(folder)
+  if not folder.is_dir():
+    raise CheckpointError(f"HF checkpoint folder not found: {folder}")
+  cfg = read_json(folder / "config.json")
+  _importer(cfg, folder / "config.json")  # an unknown architecture fails before any tensor is read
+  return from_config(cfg, safetensors_weights(folder), folder / "config.json", str(folder), **config_overrides)
+
+
+def from_config(cfg: dict, weights: Weights, path, source: str, **config_overrides) -> Model:
+  """An HF-style config dict and its HF-named tensors -> a specjax model."""
+  return _importer(cfg, path)(pathlib.Path(path), source, cfg, weights, config_overrides)
+
+
+def _importer(cfg, path):
+  arch = (cfg.get("architectures") or [cfg.get("model_type", "<none>")])[0]
+  if arch not in IMPORTERS:
+    raise CheckpointError(f"{path}: unsupported architecture {arch!r}; supported: {sorted(IMPORTERS)}")
+  return IMPORTERS[arch]

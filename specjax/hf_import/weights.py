@@ -1,0 +1,158 @@
+"""Tensors by name for the importers: safetensors files read lazily (a small reader of our own), or
+arrays already in memory (GGUF). Every read is checked against the shape the config implies.
+
+safetensors: an 8-byte header length, a JSON header and raw little-endian tensor bytes;
+safetensors' numpy backend cannot represent bfloat16 (most released checkpoints), so dtypes map
+through ``ml_dtypes``. Pickle checkpoints (``pytorch_model.bin``) are never loaded: unpickling
+runs arbitrary code.
+"""
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+from specjax.checkpoint import CheckpointError
+
+_DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
+           "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype("<i8"), "I32": np.dtype("<i4"),
+           "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?")}
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+def read_json(path: pathlib.Path) -> dict:
+  if not path.is_file():
+    raise CheckpointError(f"HF checkpoint file missing: {path}")
+  try:
+    data = json.loads(path.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise CheckpointError(f"{path}: not valid JSON ({e})") from e
+  if not isinstance(data, dict):
+    raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+  return data
+
+
+def _weight_index(folder: pathlib.Path) -> dict:
+  """``{tensor name: (file, header entry, data start)}`` over the single file or every shard."""
+  single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+  if single.is_file():
+    files = [single]
+  elif index.is_file():
+    weight_map = read_json(index).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+      raise CheckpointError(f"{index}: no 'weight_map' naming the shards")
+    files = [folder / name for name in sorted(set(weight_map.values()))]
+    for f in files:
+      if not f.is_file():
+        raise CheckpointError(f"{index}: lists shard {f.name!r}, which is missing from {folder}")
+  else:
+    pickles = sorted(p.name for p in folder.iterdir() if p.suffix in _PICKLE_SUFFIXES)
+    found = f" (found {pickles})" if pickles else ""
+    raise CheckpointError(
+        f"{folder}: no model.safetensors or model.safetensors.index.json{found}. Only safetensors are "
+        "imported; .bin/pickle checkpoints are not loaded on purpose (unpickling runs arbitrary code). "
+        "Convert once with transformers: model.save_pretrained(dir, safe_serialization=True).")
+  out = {}
+  for f in files:
+    for name, (entry, start) in read_safetensors_header(f).items():
+      out[name] = (f, entry, start)
+  return out
+
+
+def read_safetensors_header(path) -> dict:
+  """Validated header: ``{name: (entry, data_start)}``; a truncated or corrupt file raises."""
+  path = pathlib.Path(path)
+  size = path.stat().st_size
+  with open(path, "rb") as fh:
+    head = fh.read(8)
+    if len(head) < 8:
+      raise CheckpointError(f"{path}: truncated safetensors file ({size} bytes, no header)")
+    n = int.from_bytes(head, "little")
+    if n > size - 8:
+      raise CheckpointError(f"{path}: corrupt or truncated safetensors file (header of {n} bytes, "
+                            f"file has {size})")
+    try:
+      header = json.loads(fh.read(n))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      raise CheckpointError(f"{path}: corrupt safetensors header ({e})") from e
+  if not isinstance(header, dict):
+    raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
+  header.pop("__metadata__", None)
+  start = 8 + n
+  for name, entry in header.items():
+    _check_entry(path, name, entry, size - start)
+  return {name: (entry, start) for name, entry in header.items()}
+
+
+def _check_entry(path, name, entry, data_bytes):
+  if isinstance(entry, dict) and entry.get("dtype") not in _DTYPES:
+    raise CheckpointError(f"{path}: tensor {name!r} has dtype {entry.get('dtype')!r}, which specjax does not "
+                          f"read (known: {sorted(_DTYPES)})")
+  try:
+    dtype, shape, (a, b) = _DTYPES[entry["dtype"]], entry["shape"], entry["data_offsets"]
+    want = math.prod(shape) * dtype.itemsize
+  except (KeyError, TypeError, ValueError) as e:
+    raise CheckpointError(f"{path}: corrupt safetensors header entry for {name!r}: {entry!r}") from e
+  if b - a != want or a < 0:
+    raise CheckpointError(f"{path}: corrupt safetensors header: {name!r} {entry['dtype']}{shape} needs "
+                          f"{want} bytes, offsets {a}..{b} give {b - a}")
+  if b > data_bytes:
+    raise CheckpointError(f"{path}: truncated safetensors file: {name!r} ends at byte {b} of the data, "
+                          f"which has only {data_bytes}")
+
+
+
+def safetensors_weights(folder: pathlib.Path) -> "Weights":
+  """The tensors of an HF folder's ``model.safetensors`` (or its shards), read lazily."""
+  index = _weight_index(folder)
+
+  def read(name):
+    path, entry, start = index[name]
+    dtype = _DTYPES[entry["dtype"]]
+    if not (np.issubdtype(dtype, np.floating) or dtype == ml_dtypes.bfloat16):
+      raise CheckpointError(f"{path}: tensor {name!r} has dtype {entry['dtype']}, expected a float")
+    a, _ = entry["data_offsets"]
+    arr = np.fromfile(path, dtype=dtype, count=math.prod(entry["shape"]), offset=start + a)
+    return arr.reshape(entry["shape"])
+
+  return Weights({n: tuple(e["shape"]) for n, (_, e, _) in index.items()}, read,
+                 {n: str(p) for n, (p, _, _) in index.items()})
+
+
+def array_weights(arrays: dict, source: str) -> "Weights":
+  """Tensors already in memory (e.g. dequantized from a GGUF file), HF-named."""
+  return Weights({n: tuple(a.shape) for n, a in arrays.items()}, arrays.__getitem__,
+                 {n: source for n in arrays})
+
+
+class Weights:
+  """The checkpoint's tensors by name; records what was used and what was missing."""
+
+  def __init__(self, shapes: dict, read: Callable[[str], np.ndarray], where: dict):
+    self.shapes, self.read, self.where, self.used, self.missing = shapes, read, where, set(), []
+
+  def __contains__(self, name):
+    return name in self.shapes
+
+  def take(self, name, shape_hf) -> np.ndarray:
+    """float32 tensor ``name``, checked against the shape the config implies."""
+    if name not in self.shapes:
+      self.missing.append(name)
+      return np.zeros(shape_hf, np.float32)  # placeholder; finish() raises
+    self.used.add(name)
+    if tuple(self.shapes[name]) != tuple(shape_hf):
+      raise CheckpointError(f"{self.where[name]}: tensor {name!r} has shape {tuple(self.shapes[name])}, but the "
+                            f"config implies {tuple(shape_hf)}")
+    return np.asarray(self.read(name)).astype(np.float32)
+
+  def finish(self, source, ignored=lambda name: False):
+    if self.missing:
+      raise CheckpointError(f"{source}: missing tensors {self.missing[:8]}"
+                            + (f" and {len(self.missing) - 8} more" if len(self.missing) > 8 else ""))
+    extra = sorted(n for n in set(self.shapes) - self.used if not ignored(n))
+    if extra:  # a tensor we do not map means a feature specjax would silently drop
+      raise CheckpointError(f"{source}: unexpected tensors {extra[:8]} (a feature specjax does not model?)")
