@@ -1,0 +1,161 @@
+"""GGUF files (llama.cpp's format) -> specjax models, through the maintained ``gguf`` reader.
+
+``from_gguf(path)`` reads the metadata into an HF-style config dict, dequantizes every tensor to
+float32 with ``gguf.quants.dequantize``, renames them to transformers' names and hands both to
+:func:`specjax.hf_import.from_config`, so the GGUF and HF paths share one mapping per family.
+
+llama.cpp's quirks, undone here (as transformers' GGUF loader does):
+* Llama-architecture Q/K rows are permuted for llama.cpp's interleaved RoPE; specjax uses
+  rotate-half, so rows go back: ``w.reshape(heads, d / heads / 2, 2, in).swapaxes(1, 2)``.
+* Gemma's norm weights hold ``1 + w``; specjax's Gemma RMSNorm (``norm_offset=1``) wants ``w``.
+* Gemma 3's file has no local RoPE theta or sliding pattern: transformers' defaults (10k, every
+  sixth layer global) are the released models' values.
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import numpy as np
+
+from specjax.checkpoint import CheckpointError
+from specjax.models.bundle import Model
+
+# general.architecture -> (HF architecture, HF model_type)
+ARCHITECTURES = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2"),
+                 "qwen3": ("Qwen3ForCausalLM", "qwen3"), "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}
+
+_GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                 "output.weight": "lm_head.weight"}
+# blk.N.<gguf> -> model.layers.N.<hf>; ffn_norm is Llama's second norm but Gemma's pre-MLP one
+_BLOCK_NAMES = {
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
+_FFN_NORM = {"gemma3": "pre_feedforward_layernorm"}  # default: post_attention_layernorm
+_BLOCK_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)$")
+
+
+def _gguf():
+  try:
+    import gguf  # pylint: disable=import-outside-toplevel
+  except ImportError as e:
+    raise ImportError("reading GGUF files needs the `gguf` package: pip install gguf==0.19.0") from e
+  return gguf
+
+
+def open_reader(path):
+  """A ``gguf.GGUFReader`` over ``path``; a missing or corrupt file raises a CheckpointError naming it."""
+  gguf = _gguf()
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise CheckpointError(f"GGUF file not found: {path}")
+  try:
+    return gguf.GGUFReader(str(path))
+  except Exception as e:  # the reader raises ValueError/IndexError/struct errors on broken files
+    raise CheckpointError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from e
+
+
+def metadata(reader) -> dict:
+  """Scalar and string metadata (token tables left out: they are the tokenizer's business)."""
+  out = {}
+  for key, field in reader.fields.items():
+    if key.startswith("tokenizer.ggml.") and key.rsplit(".", 1)[1] in ("tokens", "scores", "token_type", "merges"):
+      continue
+    try:
+      out[key] = field.contents()
+    except Exception:  # pylint: disable=broad-except  # an exotic field type: not needed for the model
+      pass
+  return out
+
+
+def hf_config(meta: dict, tensor_shapes: dict, path) -> dict:
+  """The transformers-style config dict a GGUF's metadata describes."""
+  arch = meta.get("general.architecture")
+  if arch not in ARCHITECTURES:
+    raise CheckpointError(f"{path}: unsupported GGUF architecture {arch!r}; supported: {sorted(ARCHITECTURES)}")
+
+  def key(name, default=None, required=True):
+    value = meta.get(f"{arch}.{name}", default)
+    if value is None and required:
+      raise CheckpointError(f"{path}: GGUF metadata lacks {arch}.{name}")
+    return value
+
+  hidden, heads = int(key("embedding_length")), int(key("attention.head_count"))
+  # not every file states the vocabulary size; the embedding's rows always do
+  vocab = key("vocab_size", required=False) or tensor_shapes.get("token_embd.weight", (0, 0))[-1]
+  if not vocab:
+    raise CheckpointError(f"{path}: GGUF file gives no vocabulary size ({arch}.vocab_size, token_embd.weight)")
+  hf_arch, model_type = ARCHITECTURES[arch]
+  cfg = dict(architectures=[hf_arch], model_type=model_type, vocab_size=int(vocab), hidden_size=hidden,
+             num_hidden_layers=int(key("block_count")), intermediate_size=int(key("feed_forward_length")),
+             num_attention_heads=heads, num_key_value_heads=int(key("attention.head_count_kv", heads)),
+             head_dim=int(key("attention.key_length", hidden // heads)),
+             rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
+             rope_theta=float(key("rope.freq_base", 10000.0)),
+             tie_word_embeddings="output.weight" not in tensor_shapes)
+  scaling = key("rope.scaling.type", required=False)
+  if scaling not in (None, "none"):
+    cfg["rope_scaling"] = {"type": scaling, "factor": key("rope.scaling.factor", required=False)}
+  if arch == "gemma3":
+    cfg.update(sliding_window=int(key("attention.sliding_window")), sliding_window_pattern=6,
+               rope_local_base_freq=10000.0, query_pre_attn_scalar=cfg["head_dim"],
+               hidden_activation="gelu_pytorch_tanh")
+  if arch == "llama" and key("attention.sliding_window", required=False):  # Mistral files say llama
+    cfg["sliding_window"] = int(key("attention.sliding_window"))
+  return cfg
+
+
+def _hf_name(name: str, arch: str, path) -> str:
+  if name in _GLOBAL_NAMES:
+    return _GLOBAL_NAMES[name]
+  m = _BLOCK_RE.match(name)
+  if m is None or (m.group(2) not in _BLOCK_NAMES and m.group(2) != "ffn_norm"):
+    raise CheckpointError(f"{path}: unexpected GGUF tensor {name!r} (a feature specjax does not model?)")
+  layer, part, kind = m.groups()
+  hf_part = _FFN_NORM.get(arch, "post_attention_layernorm") if part == "ffn_norm" else _BLOCK_NAMES[part]
+  return f"model.layers.{layer}.{hf_part}.{kind}"
+
+
+def _unpermute(w_OxI, heads: int):
+  """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> rotate-half halves)."""
+  out = w_OxI.shape[0]
+  return w_OxI.reshape(heads, out // heads // 2, 2, *w_OxI.shape[1:]).swapaxes(1, 2).reshape(w_OxI.shape)
+
+
+def dequantized_tensors(reader, cfg: dict, arch: str, path) -> dict:
+  """``{HF name: float32 array in HF's [out, in] layout}`` for every tensor of the file."""
+  gguf = _gguf()
+  out = {}
+  for t in reader.tensors:
+    qtype = gguf.GGMLQuantizationType(t.tensor_type)
+    try:
+      w = gguf.quants.dequantize(t.data, qtype)
+    except NotImplementedError as e:
+      raise CheckpointError(f"{path}: tensor {t.name!r} has type {qtype.name}, which the gguf package "
+                            f"cannot dequantize") from e
+    w = np.asarray(w, np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
+    name = _hf_name(t.name, arch, path)
+    if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+      heads = cfg["num_attention_heads"] if "q_proj" in name else cfg["num_key_value_heads"]
+      w = _unpermute(w, heads)
+    if arch == "gemma3" and name.endswith("norm.weight"):
+      w = w - 1.0
+    out[name] = w
+  return out
+
+
+def from_gguf(path, **config_overrides) -> Model:
+  """Loads a GGUF file as a specjax model (params float32)."""
+  from specjax import hf_import  # pylint: disable=import-outside-toplevel
+  path = pathlib.Path(path)
+  reader = open_reader(path)
+  meta = metadata(reader)
+  cfg = hf_config(meta, {t.name: tuple(int(n) for n in t.shape) for t in reader.tensors}, path)
+  arch = meta["general.architecture"]
+  tensors = dequantized_tensors(reader, cfg, arch, path)
+  return hf_import.from_config(cfg, hf_import.array_weights(tensors, str(path)), path, str(path),
+                               **config_overrides)

@@ -1,0 +1,113 @@
+"""One entry for every checkpoint a user has: ``load_pretrained(source) -> (model, tokenizer)``.
+
+``source`` is one of
+* a registered name (``specjax.registry``: ``"smollm2-135m-instruct"``, ``"gemma3-270m"``), whose
+  GGUF file ships in a pip package;
+* a ``.gguf`` file (read with the ``gguf`` package);
+* an HF folder (``config.json`` + ``*.safetensors`` + ``tokenizer.json`` / ``tokenizer.model``);
+* a specjax bundle folder (``checkpoint.save_model``), or a name under ``specjax/assets``
+  (``"demo/target"``); bundles without tokenizer files get the byte tokenizer of the demo pair.
+
+GGUF files are dequantized and their tokenizer converted once, then cached as a specjax bundle
+(float32 safetensors + tokenizer files) under ``$SPECJAX_CACHE`` (default
+``~/.cache/specjax``), keyed by the file's path, size and mtime: later loads take a second or two
+instead of the 10-25 s that parsing a 262k-token vocabulary and dequantizing cost.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import time
+
+from specjax import checkpoint, registry
+from specjax.checkpoint import CheckpointError
+from specjax.data.tokenizer import ByteTokenizer
+
+ASSETS = pathlib.Path(__file__).parent / "assets"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
+
+
+def cache_dir() -> pathlib.Path:
+  return pathlib.Path(os.environ.get("SPECJAX_CACHE", pathlib.Path.home() / ".cache" / "specjax"))
+
+
+def load_pretrained(source, *, cache: bool = True, verbose: bool = True, **config_overrides):
+  """``(model, tokenizer)`` for a registered name, a .gguf file, an HF folder or a specjax bundle."""
+  source = str(source)
+  if source in registry.REGISTRY:
+    return load_gguf(registry.gguf_path(source), cache=cache, verbose=verbose, **config_overrides)
+  path = pathlib.Path(source).expanduser()
+  if not path.exists() and (ASSETS / source).exists():
+    path = ASSETS / source
+  if path.suffix == ".gguf":
+    return load_gguf(path, cache=cache, verbose=verbose, **config_overrides)
+  if not path.exists():
+    raise CheckpointError(f"checkpoint not found: {source!r} is not a registered name ({sorted(registry.REGISTRY)}), "
+                          f"a .gguf file, or a folder")
+  if not path.is_dir():
+    raise CheckpointError(f"{path}: not a checkpoint (expected a .gguf file or a folder with config.json)")
+  if _is_specjax_bundle(path):
+    return checkpoint.load_model(path, **config_overrides), _folder_tokenizer(path, default=ByteTokenizer())
+  from specjax import hf_import  # pylint: disable=import-outside-toplevel
+  return hf_import.from_hf(path, **config_overrides), _folder_tokenizer(path, default=None)
+
+
+def load_gguf(path, *, cache: bool = True, verbose: bool = True, **config_overrides):
+  """A GGUF file -> ``(model, tokenizer)``; converted once and cached unless ``cache=False``."""
+  from specjax import gguf_import  # pylint: disable=import-outside-toplevel
+  from specjax.data.hf_tokenizer import HFTokenizer  # pylint: disable=import-outside-toplevel
+  path = pathlib.Path(path)
+  if not path.is_file():
+    raise CheckpointError(f"GGUF file not found: {path}")
+  if not cache:
+    return gguf_import.from_gguf(path, **config_overrides), HFTokenizer.from_gguf(path)
+  folder = _cache_folder(path)
+  if (folder / "model.safetensors").is_file():
+    try:
+      return checkpoint.load_model(folder, **config_overrides), HFTokenizer.from_folder(folder)
+    except (CheckpointError, ValueError, OSError) as e:  # a broken cache is rebuilt, not fatal
+      _say(verbose, f"cache {folder} unreadable ({e}); converting {path.name} again")
+  start = time.time()
+  _say(verbose, f"converting {path.name} (dequantize + tokenizer), once; cached in {folder}")
+  tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+  shutil.rmtree(tmp, ignore_errors=True)
+  checkpoint.save_model(gguf_import.from_gguf(path), tmp)
+  HFTokenizer.from_gguf(path).save(tmp)
+  (tmp / "source.json").write_text(json.dumps({"gguf": str(path.resolve())}) + "\n")
+  shutil.rmtree(folder, ignore_errors=True)
+  tmp.rename(folder)  # atomic: a half-written cache is never read
+  _say(verbose, f"converted in {time.time() - start:.1f} s")
+  return checkpoint.load_model(folder, **config_overrides), HFTokenizer.from_folder(folder)
+
+
+def _cache_folder(path: pathlib.Path) -> pathlib.Path:
+  st = path.stat()
+  key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
+  return cache_dir() / "gguf" / f"{path.stem}-{key}"
+
+
+def _is_specjax_bundle(folder: pathlib.Path) -> bool:
+  cfg = folder / "config.json"
+  if not cfg.is_file():
+    return False
+  try:
+    return "family" in json.loads(cfg.read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError):
+    return False
+
+
+def _folder_tokenizer(folder: pathlib.Path, default):
+  if any((folder / f).is_file() for f in _TOKENIZER_FILES):
+    from specjax.data.hf_tokenizer import HFTokenizer  # pylint: disable=import-outside-toplevel
+    return HFTokenizer.from_folder(folder)
+  if default is None:
+    raise CheckpointError(f"{folder}: no tokenizer.json or tokenizer.model beside the weights")
+  return default
+
+
+def _say(verbose, msg):
+  if verbose:
+    print(f"[specjax] {msg}", flush=True)
