@@ -17,10 +17,11 @@ from ml_collections import config_flags
 from tqdm.auto import tqdm
 
 import specjax
-from specjax import checkpoint, measure, theory
+from specjax import loading, measure, theory
+from specjax import prompts as prompts_lib
 from specjax.data.tokenizer import ByteTokenizer
 
-ASSETS = pathlib.Path(__file__).parent / "assets"
+ASSETS = loading.ASSETS
 _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
 
 _CONFIG = config_flags.DEFINE_config_file("config", str(_DEFAULT_CONFIG), "experiment config file")
@@ -29,8 +30,9 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a 
 DRAFTER_KINDS = ("draft_model", "ngram", "specinfer", "medusa", "table", "mtp", "dflash")
 # Keys a run reads, with their defaults; paper configs may omit the ones they don't care about.
 RUN_DEFAULTS = dict(drafter_kind="draft_model", ngram_n=3, gamma=4, batch_size=1, prompt_len=32,
-                    max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1, seed=0,
-                    repeats=3, mesh="", distributed=False)
+                    max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1,
+                    stop_at_eos=True, seed=0, repeats=3, mesh="", distributed=False, prompt="", prompts_file="",
+                    chat=False)
 
 
 def with_defaults(config):
@@ -42,15 +44,15 @@ def with_defaults(config):
   return config
 
 
-def build_model(spec, seed: int):
-  """A model from a config: ``checkpoint`` (a folder, or a name under specjax/assets) or a random init."""
+def load_model(spec, seed: int):
+  """``(model, tokenizer or None)`` from a config's model spec: ``checkpoint`` (anything
+  ``specjax.load_pretrained`` takes: a registered name, a .gguf file, an HF folder, a bundle or a
+  name under specjax/assets) or a random init from the family's config fields."""
   spec = dict(spec)
   if spec.get("checkpoint"):
-    path = pathlib.Path(spec["checkpoint"])
-    if not path.exists() and (ASSETS / path).exists():
-      path = ASSETS / path
-    return checkpoint.load_model(path)
+    return loading.load_pretrained(spec["checkpoint"])
   family = spec.pop("family", "decoder")
+  spec.pop("checkpoint", None)
   if family == "decoder":
     from specjax.models.decoder import Decoder as module_cls, DecoderConfig as cfg_cls  # pylint: disable=import-outside-toplevel
   elif family == "t5":
@@ -61,24 +63,25 @@ def build_model(spec, seed: int):
     cfg = cfg_cls(**spec)
   except TypeError as e:
     raise ValueError(f"bad {family} model config key: {e}") from e
-  return specjax.models.bundle.init_model(module_cls(cfg), seed)
+  return specjax.models.bundle.init_model(module_cls(cfg), seed), None
+
+
+def build_model(spec, seed: int):
+  return load_model(spec, seed)[0]
 
 
 def demo_available(config) -> bool:
+  """False only when the config names shipped demo weights (``demo/...``) that are not there."""
   names = [config.target.get("checkpoint"), config.drafter.get("checkpoint")]
   if config.get("drafter_kind") != "draft_model":  # the other drafters need no drafter weights
     names = names[:1]
-  return all(n and ((ASSETS / n).exists() or pathlib.Path(n).exists()) for n in names)
+  demo = [n for n in names if n and str(n).startswith("demo/")]
+  return all((ASSETS / n).exists() or pathlib.Path(n).exists() for n in demo)
 
 
 def make_prompts(config, vocab_size: int, is_code_model: bool):
-  b, p = config.batch_size, config.prompt_len
-  if is_code_model:
-    from specjax.data import code_corpus  # pylint: disable=import-outside-toplevel
-    rows = code_corpus.held_out_prompts(b, p, seed=config.seed)
-    return np.stack(rows).astype(np.int32), np.full((b,), p, np.int32)
-  rs = np.random.RandomState(config.seed)
-  return rs.randint(3, vocab_size, size=(b, p)).astype(np.int32), np.full((b,), p, np.int32)
+  """The demo's held-out code prompts (byte-level), else random ids; see specjax.prompts."""
+  return prompts_lib.from_config(config, ByteTokenizer() if is_code_model else None, vocab_size)
 
 
 def make_drafter(config, drafter_model, target=None):
@@ -101,23 +104,30 @@ def run(config, verbose: bool = True) -> dict:
   config = with_defaults(config)
   if config.drafter_kind not in DRAFTER_KINDS:
     raise ValueError(f"unknown drafter_kind {config.drafter_kind!r}; expected one of {DRAFTER_KINDS}")
-  is_demo = demo_available(config) if config.target.get("checkpoint") else False
-  if config.target.get("checkpoint") and not is_demo:
+  if config.drafter_kind == "draft_model" and not (config.get("drafter") and (
+      config.drafter.get("checkpoint") or config.drafter.get("d_model"))):
+    raise ValueError("drafter_kind='draft_model' needs drafter.checkpoint (or a drafter config); for a target "
+                     f"without a trained drafter use --config.drafter_kind=ngram (one of {DRAFTER_KINDS})")
+  if not demo_available(config):
     print("NOTE: demo weights not found under specjax/assets/demo; running a TINY RANDOM pair instead "
           "(train them with scripts/train_demo.py).")
     config.target = dict(family="decoder", vocab_size=264, d_model=64, num_layers=2, num_heads=4,
                          num_kv_heads=4, head_dim=16, mlp_dim=128)
     config.drafter = dict(family="decoder", vocab_size=264, d_model=32, num_layers=1, num_heads=2,
                           num_kv_heads=2, head_dim=16, mlp_dim=64)
-  target = build_model(config.target, config.seed)
-  drafter_model = (build_model(config.drafter, config.seed + 1)
+  target, tok = load_model(config.target, config.seed)
+  drafter_model = (load_model(config.drafter, config.seed + 1)[0]
                    if config.drafter_kind in ("draft_model", "specinfer") else None)
   drafter = make_drafter(config, drafter_model, target)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
-  tok = ByteTokenizer()
-  prompts, lengths = make_prompts(config, target.vocab_size, is_code_model=is_demo)
+  prompts, lengths = prompts_lib.from_config(config, tok, target.vocab_size)
+  eos_id = None  # eos_id -1: the tokenizer's (the byte-level demo's text has none)
+  if config.stop_at_eos and config.eos_id >= 0:
+    eos_id = config.eos_id
+  elif config.stop_at_eos and tok is not None and not isinstance(tok, ByteTokenizer):
+    eos_id = tok.eos_id
   common = dict(max_new_tokens=config.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(config.seed),
-                eos_id=None if config.eos_id < 0 else config.eos_id)
+                eos_id=eos_id)
   mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   if mesh is not None:
     target = specjax.shard(target, mesh)
@@ -140,7 +150,8 @@ def run(config, verbose: bool = True) -> dict:
   st = spec.stats
   summary = {
       "config": pathlib.Path(sys.argv[0]).name,
-      "demo_weights": is_demo,
+      "target": str(config.target.get("checkpoint") or "random init"),
+      "eos_id": eos_id,
       "drafter": config.drafter_kind,
       "gamma": config.gamma,
       "drafted_nodes": num_nodes - 1,  # per verify pass
@@ -172,7 +183,7 @@ def run(config, verbose: bool = True) -> dict:
       "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)),
   }
   if verbose:
-    print_report(summary, prompts, lengths, spec, tok if is_demo else None, sampling)
+    print_report(summary, prompts, lengths, spec, tok, sampling)
   return summary
 
 

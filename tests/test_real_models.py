@@ -96,3 +96,17 @@ def test_ngram_speculative_equals_autoregressive(real):
                                      gamma=4, max_new_tokens=N_NEW)
   np.testing.assert_array_equal(out.tokens, real["hf_greedy"])
   assert out.stats["tokens_per_iteration"] > 1.0  # the drafts were used, not all rejected
+
+
+def test_cli_run_prints_text_speedup_and_identity(capsys):
+  """The issue's command, shortened: configs/smollm2_135m.py with a user prompt."""
+  import pathlib  # pylint: disable=import-outside-toplevel
+  from specjax import run  # pylint: disable=import-outside-toplevel
+  from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
+  config = sibling_config(str(pathlib.Path(__file__).parent.parent / "configs" / "demo.py"), "smollm2_135m")
+  config.prompt, config.max_new_tokens, config.repeats = "def fibonacci(n):", 24, 1
+  summary = run.run(config)
+  out = capsys.readouterr().out
+  assert summary["identical_to_autoregressive"] and "identical to greedy autoregressive output: yes" in out
+  assert "def fibonacci(n):" in out and "speedup" in out
+  assert summary["target"] == "smollm2-135m-instruct" and summary["eos_id"] == 2

