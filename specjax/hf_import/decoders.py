@@ -102,6 +102,11 @@ def llama(path, source, cfg, w: Weights, overrides):
   v, e, h, k, d, f = (shape[n] for n in ("vocab_size", "d_model", "num_heads", "num_kv_heads", "head_dim", "mlp_dim"))
   # Qwen2/3 configs carry a sliding_window that only applies with use_sliding_window
   qwen_window_off = arch.startswith("Qwen") and not cfg.get("use_sliding_window", False)
+  if arch.startswith("Qwen") and not qwen_window_off and cfg.get("layer_types") is None:
+    # as transformers' Qwen2Config/Qwen3Config derive it: layers from max_window_layers on slide
+    first = int(cfg.get("max_window_layers", 28))
+    cfg = dict(cfg, layer_types=["sliding_attention" if i >= first else "full_attention"
+                                 for i in range(shape["num_layers"])])
   windows = () if qwen_window_off else _windows(cfg, path, shape["num_layers"], global_default=False)
   flat = {"embed": w.take("model.embed_tokens.weight", (v, e)), "final_norm/scale": w.take("model.norm.weight", (e,))}
   for i in range(shape["num_layers"]):
