@@ -36,7 +36,14 @@ def cache_dir() -> pathlib.Path:
 
 def load_pretrained(source, *, cache: bool = True, verbose: bool = True, **config_overrides):
   """``(model, tokenizer)`` for a registered name, a .gguf file, an HF folder or a specjax bundle."""
-  source = str(source)
+  model, tokenizer = _load(str(source), cache, verbose, config_overrides)
+  if tokenizer.vocab_size > model.vocab_size:  # ids past the embedding would index garbage
+    raise CheckpointError(f"{source}: tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
+                          f"{model.vocab_size}")
+  return model, tokenizer
+
+
+def _load(source: str, cache: bool, verbose: bool, config_overrides):
   if source in registry.REGISTRY:
     return load_gguf(registry.gguf_path(source), cache=cache, verbose=verbose, **config_overrides)
   path = pathlib.Path(source).expanduser()

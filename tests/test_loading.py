@@ -124,6 +124,15 @@ def test_sources_bundle_hf_folder_and_errors(tmp_path):
   folder = _hf_folder(tmp_path / "hf", _hf_tensors())
   with pytest.raises(CheckpointError, match="no tokenizer.json or tokenizer.model"):
     loading.load_pretrained(folder)
+  from specjax.data.hf_tokenizer import HFTokenizer  # pylint: disable=import-outside-toplevel
+  _, smollm_tok = loading.load_pretrained("smollm2-135m-instruct", verbose=False)
+  smollm_tok.save(folder)  # 49,152 tokens beside a 96-token model
+  with pytest.raises(CheckpointError, match="tokenizer has 49152 tokens but the model's vocab_size is 96"):
+    loading.load_pretrained(folder)
+  big = _hf_folder(tmp_path / "hf_big", _hf_tensors(vocab=49152), vocab=49152)
+  smollm_tok.save(big)
+  model, tok = loading.load_pretrained(big)
+  assert isinstance(tok, HFTokenizer) and tok.encode("def f(x):") == smollm_tok.encode("def f(x):")
   with pytest.raises(CheckpointError, match="not a registered name"):
     loading.load_pretrained("no-such-model")
   with pytest.raises(CheckpointError, match="unknown checkpoint name 'x'"):
