@@ -34,10 +34,7 @@ TIMINGS = {}
 
 def _gguf(name):
   from specjax import registry  # pylint: disable=import-outside-toplevel
-  try:
-    return registry.gguf_path(name)
-  except CheckpointError as e:
-    pytest.skip(str(e))
+  return registry.gguf_path(name)  # a missing package fails, naming its pip command
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -57,6 +54,15 @@ def pair(request, tmp_path_factory):
   print(f"\n{request.param}: {TIMINGS[request.param]}")
   ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
   return request.param, tok, ref, cached
+
+
+@pytest.fixture(scope="module")
+def smollm():
+  """SmolLM2 only, for the checks one model is enough for: (name, tokenizer, reference, None)."""
+  from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
+  path = _gguf("smollm2-135m-instruct")
+  return ("smollm2-135m-instruct", HFTokenizer.from_gguf(path),
+          AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name), None)
 
 
 def test_protocol_and_specials(pair):
@@ -142,12 +148,10 @@ def test_chat_template(pair):
         messages, tokenize=True, add_generation_prompt=True, return_dict=False)
 
 
-def test_hf_folder_from_save_pretrained(pair, tmp_path):
+def test_hf_folder_from_save_pretrained(smollm, tmp_path):
   """An HF folder (tokenizer.json + tokenizer_config.json, as save_pretrained writes) loads with
   `tokenizers` alone; generation_config.json's eos ids join the stop set."""
-  name, tok, ref, _ = pair
-  if name != "smollm2-135m-instruct":
-    pytest.skip("one model is enough for the HF-folder path; Gemma's save_pretrained is slow")
+  name, tok, ref, _ = smollm
   ref.save_pretrained(tmp_path)
   (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 0], "bos_token_id": 1}))
   hf = HFTokenizer.from_folder(tmp_path)
@@ -211,10 +215,8 @@ def test_truncated_gguf(tmp_path):
     HFTokenizer.from_gguf(cut)
 
 
-def test_corrupt_specjax_file(pair, tmp_path):
-  name, tok, _, _ = pair
-  if name != "smollm2-135m-instruct":
-    pytest.skip("one model is enough")
+def test_corrupt_specjax_file(smollm, tmp_path):
+  name, tok, _, _ = smollm
   folder = tok.save(tmp_path / "t")
   (folder / SPECJAX_FILE).write_text("{ not json")
   with pytest.raises(CheckpointError, match=SPECJAX_FILE):
@@ -246,10 +248,8 @@ def test_missing_packages_name_pip(monkeypatch, tmp_path):
     HFTokenizer.from_folder(folder2)
 
 
-def test_missing_jinja2_names_pip(pair, monkeypatch):
-  name, tok, _, _ = pair
-  if name != "smollm2-135m-instruct":
-    pytest.skip("one model is enough")
+def test_missing_jinja2_names_pip(smollm, monkeypatch):
+  name, tok, _, _ = smollm
   from specjax.data import hf_tokenizer  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(hf_tokenizer, "_TEMPLATES", {})
   monkeypatch.setitem(sys.modules, "jinja2", None)
