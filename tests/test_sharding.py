@@ -34,6 +34,10 @@ def _models(family):
   with jax.default_device(CPU[0]):
     if family == "decoder":
       target = testing.tiny_decoder(num_kv_heads=8, **DIMS)
+    elif family == "gemma_style":  # every family piece on, a window shorter than the sequences
+      target = testing.tiny_decoder(num_kv_heads=8, layer_windows=(4, 0), local_rope_theta=100.0, norm_offset=1.0,
+                                    sandwich_norms=True, qk_norm=True, qkv_bias=True, scale_embeddings=True,
+                                    mlp_activation="gelu_tanh", **DIMS)
     else:
       target = testing.tiny_t5(**DIMS)
     return target, testing.perturbed(target, 0.3, seed=1)  # a drafter that mostly agrees
@@ -56,6 +60,8 @@ _reference = functools.lru_cache(maxsize=None)(_run)  # one single-device run pe
 @pytest.mark.parametrize("family,drafter_kind,temperature,mesh_shape", [
     ("decoder", "draft", 0.0, "1x8"),
     ("decoder", "draft", 0.0, "8x1"),
+    ("gemma_style", "draft", 0.0, "2x4"),
+    ("gemma_style", "draft", 1.0, "1x8"),
     ("decoder", "draft", 1.0, "2x4"),
     ("decoder", "ngram", 0.0, "1x8"),
     ("decoder", "ngram", 1.0, "2x4"),
