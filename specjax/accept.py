@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax.sampling import sample_from
+from specjax.sampling import argmax, sample_from
 
 # Below this the residual max(0, p - q) is numerically empty (p ~= q): fall back to p.
 RESIDUAL_EPS = 1e-6
@@ -33,7 +33,11 @@ def _path_ok_leaf(ok_BxN, tree):
 
 def greedy(logits_BxNxV, tokens_BxN, tree):
   """Exact match: node i is right iff its token is the target's argmax at its parent."""
-  best_BxN = jnp.argmax(logits_BxNxV, -1).astype(jnp.int32)
+  return greedy_from_argmax(argmax(logits_BxNxV), tokens_BxN, tree)
+
+
+def greedy_from_argmax(best_BxN, tokens_BxN, tree):
+  """:func:`greedy` given the target's argmax at every node: no ``[B, N, V]`` tensor at all."""
   par = np.maximum(np.asarray(tree.parents), 0)
   ok = (tokens_BxN == best_BxN[:, par]).at[:, 0].set(True)
   leaf_B = _path_ok_leaf(ok, tree)
@@ -62,9 +66,20 @@ def residual(r_BxV, q_BxV):
   return jnp.where(mass > RESIDUAL_EPS, x_BxV / jnp.maximum(mass, RESIDUAL_EPS), r_BxV)
 
 
+def residual_one_hot(r_BxV, x_B):
+  """:func:`residual` for q one-hot on ``x``: r with x removed, renormalised (r itself if that is empty)."""
+  x_BxV = jnp.where(jnp.arange(r_BxV.shape[-1])[None] == x_B[:, None], 0.0, r_BxV)
+  mass = x_BxV.sum(-1, keepdims=True)
+  return jnp.where(mass > RESIDUAL_EPS, x_BxV / jnp.maximum(mass, RESIDUAL_EPS), r_BxV)
+
+
 def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bool,
                 lenience: float = 1.0, update_q: bool = True):
   """SpecInfer's multi-round verification (recursive rejection sampling). Lossless at lenience 1.
+
+  ``q_BxNxV=None``: every draft is deterministic (q one-hot on its own token, i.i.d. siblings),
+  handled sparsely: q(x) = 1, and the residual after rejecting x is r with x removed, renormalised
+  (max(0, r - onehot(x)) is exactly that), so no ``[B, N, V]`` one-hot is built.
 
   At each node, try its children in order with r = the target's p there: accept child x with
   probability min(1, r(x) / (lenience * q(x))); on rejection r <- ``residual(r, q)`` and, for
@@ -74,6 +89,9 @@ def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bo
   deliberately WRONG variant, kept for the tests' power check.
   """
   b = p_BxNxV.shape[0]
+  sparse = q_BxNxV is None
+  if sparse and without_replacement:
+    raise ValueError("deterministic drafts (q=None) are verified with i.i.d. siblings, not without_replacement")
   table = jnp.asarray(tree.children_table)
   w = table.shape[1]
   u_BxDxW = jax.random.uniform(jax.random.fold_in(rng, 0), (b, tree.max_depth, w))
@@ -82,21 +100,29 @@ def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bo
   r_BxV = p_BxNxV[:, 0]
   for d in range(tree.max_depth):
     ch_BxW = table[cur_B]
-    q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q
+    if not sparse:
+      q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q
     moved_B = jnp.zeros((b,), bool)
     nxt_B = cur_B
     for j in range(w):
       c_B = ch_BxW[:, j]
       try_B = walking_B & ~moved_B & (c_B >= 0)
       c_B = jnp.maximum(c_B, 0)
-      q_BxV = q_run if without_replacement else _take(q_BxNxV, c_B)
       x_B = jnp.take_along_axis(tokens_BxN, c_B[:, None], 1)[:, 0]
-      qx = jnp.take_along_axis(q_BxV, x_B[:, None], 1)[:, 0]
       rx = jnp.take_along_axis(r_BxV, x_B[:, None], 1)[:, 0]
+      if sparse:
+        qx = jnp.ones_like(rx)
+      else:
+        q_BxV = q_run if without_replacement else _take(q_BxNxV, c_B)
+        qx = jnp.take_along_axis(q_BxV, x_B[:, None], 1)[:, 0]
       drawable = qx > 0  # a token q cannot draw (exhausted support) is skipped, not tested
       acc_B = try_B & drawable & (u_BxDxW[:, d, j] * lenience * qx < rx)
       rej_B = try_B & drawable & ~acc_B
-      r_BxV = jnp.where(rej_B[:, None], residual(r_BxV, q_BxV), r_BxV)
+      if sparse:
+        res_BxV = residual_one_hot(r_BxV, x_B)
+      else:
+        res_BxV = residual(r_BxV, q_BxV)
+      r_BxV = jnp.where(rej_B[:, None], res_BxV, r_BxV)
       if without_replacement and update_q:
         q_drop = q_run * (jnp.arange(q_run.shape[-1])[None] != x_B[:, None])
         q_run = jnp.where(rej_B[:, None], q_drop / jnp.maximum(q_drop.sum(-1, keepdims=True), 1e-30), q_run)

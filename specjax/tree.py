@@ -8,8 +8,10 @@ Topology. Node 0 is the **root**: the row's last committed token, the one the lo
 drafts is the tree ``(-1, 0, 1, ..., gamma - 1)``: the loop verifies chains through this same code.
 
 ``q`` of a draft node is the distribution its token was drawn from: with ``siblings="iid"`` each
-child's own proposal (one-hot for deterministic drafts); with ``"without_replacement"`` the
-sibling group's base distribution (the rule removes earlier siblings itself).
+child's own proposal; with ``"without_replacement"`` the sibling group's base distribution (the
+rule removes earlier siblings itself). Deterministic drafts (and every draft when greedy) pass
+``q=None``, meaning one-hot on the token: it is never materialised. Greedy verification uses the
+target's argmax only, so a greedy round builds no ``[B, N, V]`` tensor besides the logits.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax import accept
+from specjax import sampling as sampling_lib
 from specjax.models import api
 
 SIBLINGS = ("iid", "without_replacement", "topk", "topk_lossy")
@@ -243,17 +246,21 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
     hidden_BxNxE = jnp.concatenate([layer_hidden[i] for i in feature_layers], axis=-1)
   else:
     logits, hidden_BxNxE, cache = api.forward(target, tokens_BxN, cache, positions_BxN, mask_NxN)
-  v = logits.shape[-1]
-  p_BxNxV = sampling.probs(logits)
-  q_BxGxV = draft.q_BxGxV if draft.q_BxGxV is not None else jax.nn.one_hot(draft.tokens_BxG, v)
-  q_BxNxV = jnp.concatenate([jnp.zeros_like(q_BxGxV[:, :1]), q_BxGxV], axis=1)
-  if sampling.greedy:
-    leaf_B, next_B = accept.greedy(logits, tokens_BxN, tree)
-  elif draft.typical is not None:
-    leaf_B, next_B = accept.typical(rng, p_BxNxV, tokens_BxN, tree, *draft.typical)
+  q_BxGxV = draft.q_BxGxV  # None: deterministic drafts, q one-hot on each token (never built)
+  q_BxNxV = None if q_BxGxV is None else jnp.concatenate([jnp.zeros_like(q_BxGxV[:, :1]), q_BxGxV], axis=1)
+  if sampling.greedy:  # argmax only: no [B, N, V] probabilities
+    best_BxN = sampling_lib.argmax(logits)
+    leaf_B, next_B = accept.greedy_from_argmax(best_BxN, tokens_BxN, tree)
+    p_BxNxV = None
   else:
-    leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree,
-                                        draft.siblings == "without_replacement", lenience)
+    p_BxNxV = sampling.probs(logits)
+    if draft.typical is not None:
+      leaf_B, next_B = accept.typical(rng, p_BxNxV, tokens_BxN, tree, *draft.typical)
+    else:
+      wr = draft.siblings == "without_replacement"
+      if q_BxNxV is None and wr:  # deterministic drafts offered as without-replacement siblings: dense one-hot
+        q_BxNxV = jax.nn.one_hot(tokens_BxN, logits.shape[-1]).at[:, 0].set(0.0)
+      leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, wr, lenience)
   path_BxD1 = jnp.asarray(tree.ancestors)[leaf_B]
   n_B = jnp.asarray(tree.depth)[leaf_B]
   path_tokens_BxD = jnp.take_along_axis(tokens_BxN, path_BxD1[:, 1:], 1)
@@ -262,8 +269,24 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   if not tree.is_chain:  # a chain's accepted path already sits in slots length + 1 .. length + n
     cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
   hidden_BxD1xE = jnp.take_along_axis(hidden_BxNxE, path_BxD1[..., None], 1)
-  # alpha per depth: overlap of p at each path node with its first child's proposal
+  # alpha per depth: overlap sum_x min(p, q) of p at each path node with its first child's proposal
   first_N = np.maximum(tree.children_table[:, 0], 0)
-  p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
-  q_path = jnp.take_along_axis(q_BxNxV, jnp.asarray(first_N)[path_BxD1[:, :d]][..., None], 1)
-  return cache, hidden_BxD1xE, new_BxD1, n_B, accept.overlap(p_path, q_path)
+  has_child_N = tree.children_table[:, 0] >= 0  # a childless node's "proposal" is nothing: overlap 0
+  child_BxD = jnp.asarray(first_N)[path_BxD1[:, :d]]
+  live_BxD = jnp.asarray(has_child_N)[path_BxD1[:, :d]]
+  child_tok_BxD = jnp.take_along_axis(tokens_BxN, child_BxD, 1)
+  if p_BxNxV is None:  # greedy: p is one-hot on the argmax a, so the overlap is q(a)
+    best_BxD = jnp.take_along_axis(best_BxN, path_BxD1[:, :d], 1)
+    if q_BxNxV is None:
+      ov = (child_tok_BxD == best_BxD).astype(jnp.float32)
+    else:
+      q_child = jnp.take_along_axis(q_BxNxV, child_BxD[..., None], 1)
+      ov = jnp.take_along_axis(q_child, best_BxD[..., None], -1)[..., 0]
+  elif q_BxNxV is None:  # q one-hot on the child's token: the overlap is p(token)
+    p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
+    ov = jnp.take_along_axis(p_path, child_tok_BxD[..., None], -1)[..., 0]
+  else:
+    p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
+    q_path = jnp.take_along_axis(q_BxNxV, child_BxD[..., None], 1)
+    ov = accept.overlap(p_path, q_path)
+  return cache, hidden_BxD1xE, new_BxD1, n_B, jnp.where(live_BxD, ov, 0.0)

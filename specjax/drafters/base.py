@@ -9,7 +9,8 @@ A drafter is a pytree (a ``flax.struct.dataclass``: weights are leaves, settings
   accept rule; heads that read the target's hidden states take them here.
 
 ``Draft.q_BxGxV`` is the distribution each draft token was drawn from, after the same
-temperature/top-k/top-p as the target; deterministic drafters return ``None`` (one-hot).
+temperature/top-k/top-p as the target; deterministic drafters, and every drafter when greedy,
+return ``None`` (one-hot on the token, never built: ``Sampling.draw`` gives ``(token, q)``).
 """
 from __future__ import annotations
 

@@ -104,8 +104,8 @@ class DFlash(DrafterBase):
     mask = block_drafter.block_mask(ctx_visible, jnp.zeros((q_len,), jnp.int32))
     hidden = self._apply(tok_emb, is_mask, positions, state.ctx_k_LxBxSxKxD, state.ctx_v_LxBxSxKxD, mask)
     logits_BxGxV = (hidden[:, 1:] @ state.unembed_ExV.astype(hidden.dtype)).astype(jnp.float32)
-    drafts_BxG = sampling.sample(rng, logits_BxGxV)  # independent draws: q_i ignores the other drafts
-    return state, Draft(drafts_BxG, sampling.probs(logits_BxGxV))
+    drafts_BxG, q_BxGxV = sampling.draw(rng, logits_BxGxV)  # independent draws; q None when greedy
+    return state, Draft(drafts_BxG, q_BxGxV)
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
     del tokens_BxS

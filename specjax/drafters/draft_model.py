@@ -43,15 +43,14 @@ class DraftModel(DrafterBase):
 
     def step(carry, step_rng):
       cache, logits_BxV = carry
-      q_BxV = sampling.probs(logits_BxV)
-      token_B = sampling.sample(step_rng, logits_BxV)
+      token_B, q_BxV = sampling.draw(step_rng, logits_BxV)  # q None when greedy
       logits_Bx1xV, _, cache = api.forward(self.model, token_B[:, None], cache)
       return (cache.with_length(cache.length_B + 1), logits_Bx1xV[:, 0]), (token_B, q_BxV)
 
     rngs = jax.random.split(rng, gamma)
     (cache, logits_BxV), (tokens_GxB, q_GxBxV) = jax.lax.scan(step, (cache, logits_BxV), rngs[:-1])
-    last_q = sampling.probs(logits_BxV)
-    last_token = sampling.sample(rngs[-1], logits_BxV)
+    last_token, last_q = sampling.draw(rngs[-1], logits_BxV)
     tokens_BxG = jnp.concatenate([tokens_GxB.T, last_token[:, None]], axis=1)
-    q_BxGxV = jnp.concatenate([jnp.transpose(q_GxBxV, (1, 0, 2)), last_q[:, None]], axis=1)
+    q_BxGxV = None if sampling.greedy else jnp.concatenate([jnp.transpose(q_GxBxV, (1, 0, 2)), last_q[:, None]],
+                                                           axis=1)
     return cache, Draft(tokens_BxG, q_BxGxV)

@@ -148,8 +148,8 @@ class Medusa(DrafterBase):
     depth = jnp.asarray(tree.depth[1:]) - 1  # head index of every draft node
     choice = jnp.asarray(self._choices()[1:])
     width = max(1, int(self._choices().max()) + 1)
-    q_BxKxV = sampling.probs(logits_BxKxV)
     typical = self.acceptance == "typical" and not sampling.greedy
+    q_BxKxV = None if (sampling.greedy or typical) else sampling.probs(logits_BxKxV)  # top-k needs no q
     siblings = "topk" if (sampling.greedy or typical) else "without_replacement"
     ranked_BxKxW = draw_children(rng, logits_BxKxV, q_BxKxV, width, siblings, sampling.greedy)
     tokens_BxG = ranked_BxKxW[:, depth, choice]

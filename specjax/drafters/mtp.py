@@ -66,11 +66,11 @@ class MTP(DrafterBase):
     def body(carry, step_rng):
       h_BxE, token_B = carry
       g_BxE, logits_BxV = self.step(state, h_BxE, token_B)
-      draft_B = sampling.sample(step_rng, logits_BxV)
-      return (g_BxE.astype(h_BxE.dtype), draft_B), (draft_B, sampling.probs(logits_BxV))
+      draft_B, q_BxV = sampling.draw(step_rng, logits_BxV)  # q None when greedy
+      return (g_BxE.astype(h_BxE.dtype), draft_B), (draft_B, q_BxV)
 
     _, (tokens_GxB, q_GxBxV) = jax.lax.scan(body, (state.hidden_BxE, last_B), jax.random.split(rng, gamma))
-    return state, Draft(tokens_GxB.T, jnp.transpose(q_GxBxV, (1, 0, 2)))
+    return state, Draft(tokens_GxB.T, None if q_GxBxV is None else jnp.transpose(q_GxBxV, (1, 0, 2)))
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
     del tokens_BxS, seq_len_B

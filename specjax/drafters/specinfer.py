@@ -33,16 +33,16 @@ from specjax import tree as tree_lib
 from specjax.drafters.base import Draft, DrafterBase
 from specjax.models import api, kv_cache
 from specjax.models.bundle import Model
+from specjax.sampling import sample_from
 
 
 def draw_children(rng, logits_BxPxV, q_BxPxV, k: int, siblings: str, greedy: bool):
   """``[B, P, k]`` sibling tokens for P parents: top-k, i.i.d. from q, or Gumbel top-k (no replacement)."""
   if greedy or siblings in ("topk", "topk_lossy"):
     return jax.lax.top_k(logits_BxPxV, k)[1].astype(jnp.int32)
+  if siblings == "iid":  # k independent draws per parent (inverse CDF: no Gumbel per token)
+    return sample_from(rng, jnp.broadcast_to(q_BxPxV[..., None, :], q_BxPxV.shape[:-1] + (k, q_BxPxV.shape[-1])))
   logq = jnp.log(q_BxPxV)
-  if siblings == "iid":
-    return jax.random.categorical(rng, logq[..., None, :], axis=-1,
-                                  shape=q_BxPxV.shape[:-1] + (k,)).astype(jnp.int32)
   gumbel = jax.random.gumbel(rng, q_BxPxV.shape)
   return jax.lax.top_k(logq + gumbel, k)[1].astype(jnp.int32)
 
@@ -96,19 +96,21 @@ class SpecInfer(DrafterBase):
     # (2) expand level by level; draft index g = node - 1, BFS order makes each level a range
     b, v = root_BxV.shape
     tokens_BxG = jnp.zeros((b, n - 1), jnp.int32)
-    q_BxGxV = jnp.zeros((b, n - 1, v), jnp.float32)
+    greedy = sampling.greedy  # deterministic top-k children: no q at all
+    q_BxGxV = None if greedy else jnp.zeros((b, n - 1, v), jnp.float32)
     level_logits, level_nodes = root_BxV[:, None], np.array([0])
     mask_NxN = tree.mask
     for d in range(1, depth + 1):
       k = max(len(tree.children[par]) for par in level_nodes)  # draw the widest; nodes take theirs
-      q_level = sampling.probs(level_logits)
+      q_level = None if greedy else sampling.probs(level_logits)
       kids_BxPxk = draw_children(jax.random.fold_in(rng, d), level_logits, q_level, k, self.siblings,
                                  sampling.greedy)
       # child nodes of this level in BFS order, with their parent's index in the level and sibling rank
       nodes, parent_idx, rank = map(np.array, zip(*[(c, i, j) for i, par in enumerate(level_nodes)
                                                     for j, c in enumerate(tree.children[par])]))
       tokens_BxG = tokens_BxG.at[:, nodes - 1].set(kids_BxPxk[:, parent_idx, rank])
-      q_BxGxV = q_BxGxV.at[:, nodes - 1].set(q_level[:, parent_idx])
+      if q_level is not None:
+        q_BxGxV = q_BxGxV.at[:, nodes - 1].set(q_level[:, parent_idx])
       if d == depth:
         break
       lo, hi = int(nodes.min()), int(nodes.max())  # BFS: level d is nodes lo..hi, in slots after 1..lo-1
@@ -118,8 +120,6 @@ class SpecInfer(DrafterBase):
                                            cache.with_length(seq_len_B + lo - 1), pos_BxT, window_TxW)
       level_logits, level_nodes = logits_BxTxV, nodes
     cache = cache.with_length(seq_len_B)  # the nodes stay uncommitted
-    if sampling.greedy:
-      q_BxGxV = None  # one-hot: the draft is deterministic
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)
 
 

@@ -79,8 +79,8 @@ class TableDrafter(DrafterBase):
 
     def step(prev_B, step_rng):
       logits_BxV = self._row(prev_B)
-      token_B = sampling.sample(step_rng, logits_BxV)
-      return token_B, (token_B, sampling.probs(logits_BxV))
+      token_B, q_BxV = sampling.draw(step_rng, logits_BxV)  # q None when greedy
+      return token_B, (token_B, q_BxV)
 
     _, (tokens_GxB, q_GxBxV) = jax.lax.scan(step, last_B, jax.random.split(rng, gamma))
-    return state, Draft(tokens_GxB.T, jnp.transpose(q_GxBxV, (1, 0, 2)))
+    return state, Draft(tokens_GxB.T, None if q_GxBxV is None else jnp.transpose(q_GxBxV, (1, 0, 2)))
