@@ -2,10 +2,14 @@
 
   python scripts/bench_large_vocab.py                                   # 4,096 and 262,144, all drafters
   python scripts/bench_large_vocab.py --vocabs 4096 --drafters chain --samplings greedy --name smoke
+  python scripts/bench_large_vocab.py --target=gemma3-270m --batch=1 --max-new-tokens=4 --repeats=1 --name gemma3_b1
 
 Tiny random decoders (target d_model 64, drafter d_model 32, ``specjax.testing.tiny_decoder``), so
 what is left besides the output projection is the cost of turning logits into probabilities,
-drafts and accept decisions -- the part that grows with V. For each (vocab, sampling):
+drafts and accept decisions -- the part that grows with V. ``--target`` takes a real checkpoint
+instead (``specjax.load_pretrained``: e.g. Gemma 3 270M, V = 262,144), drafted for by a tiny random
+decoder of its vocabulary: the drafts are mostly rejected, so this times rounds, not speedups.
+For each (vocab, sampling):
 
 * ``ar_ms``: autoregressive ``generate`` time / its steps (target step + sampling);
 * per drafter kind, ``spec_ms``: ``speculative_generate`` time / iterations. ``chain`` is a draft
@@ -50,11 +54,16 @@ def parse_args(argv=None):
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--out-dir", default=str(REPO / "benchmarks" / "large_vocab"))
   ap.add_argument("--name", default="results", help="output file stem (e.g. before, after)")
+  ap.add_argument("--target", default="", help="a real checkpoint as the target (load_pretrained source)")
   return ap.parse_args(argv)
 
 
-def models(vocab):
-  target = testing.tiny_decoder(vocab, seed=0, d_model=64, mlp_dim=128, num_layers=2)
+def models(vocab, target_source=""):
+  if target_source:
+    target = specjax.load_pretrained(target_source)[0]
+    vocab = target.vocab_size
+  else:
+    target = testing.tiny_decoder(vocab, seed=0, d_model=64, mlp_dim=128, num_layers=2)
   drafter = testing.tiny_decoder(vocab, seed=1, d_model=32, mlp_dim=64, num_layers=1)
   return target, drafter
 
@@ -89,8 +98,9 @@ def bench(args):
   tree = tree_lib.from_children(children)
   rng = np.random.default_rng(0)
   rows = []
-  for vocab in vocabs:
-    target, drafter_model = models(vocab)
+  for vocab in ([0] if args.target else vocabs):
+    target, drafter_model = models(vocab, args.target)
+    vocab = target.vocab_size
     prompts = rng.integers(1, vocab, (args.batch, args.prompt_len)).astype(np.int32)
     lengths = np.full((args.batch,), args.prompt_len, np.int32)
     max_len = args.prompt_len + args.max_new_tokens + tree.num_nodes + 2
@@ -147,7 +157,7 @@ def main(argv=None):
   meta = {"batch": args.batch, "gamma": args.gamma, "max_new_tokens": args.max_new_tokens,
           "prompt_len": args.prompt_len, "repeats": args.repeats, "jax": jax.__version__,
           "backend": jax.default_backend(), "machine": platform.processor() or platform.machine(), **info}
-  header = (f"Batch {args.batch}, {args.max_new_tokens} new tokens, prompt {args.prompt_len}, chain gamma "
+  header = (f"Target {args.target or 'tiny random decoder'}; batch {args.batch}, {args.max_new_tokens} new tokens, prompt {args.prompt_len}, chain gamma "
             f"{args.gamma}, tree children {info['children']} ({info['tree_nodes']} nodes, depth "
             f"{info['tree_depth']}); jax {jax.__version__} on {jax.default_backend()}. "
             "Floor: the round's drafter forwards + one target verify forward (logits only).")
