@@ -12,14 +12,6 @@ from specjax.config_util import sibling_config
 
 
 def get_config(arg: str | None = None):
-  c = sibling_config(__file__, "demo", arg)
+  c = sibling_config(__file__, "smollm2_135m", arg)  # the same run, another real target
   c.target = {"checkpoint": "gemma3-270m"}
-  c.drafter = {"checkpoint": ""}
-  c.drafter_kind = "ngram"
-  c.ngram_n = 3
-  c.gamma = 4
-  c.prompt = "def fibonacci(n):"
-  c.prompt_len = 64
-  c.max_new_tokens = 128
-  c.repeats = 2
   return c
