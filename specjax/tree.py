@@ -200,11 +200,13 @@ def compact(cache, src_slots_BxD, dst_start_B):
   After tree verification the accepted path is scattered over the node slots; this makes it
   contiguous after the prefix, so committing is again only a length change.
   """
-  def move(buf_LxBxSxKxD):
-    def one(buf_LxSxKxD, src_D, start):
-      rows = buf_LxSxKxD[:, src_D]
-      return jax.lax.dynamic_update_slice(buf_LxSxKxD, rows, (0, start, 0, 0))
-    return jax.vmap(one, in_axes=(1, 0, 0), out_axes=1)(buf_LxBxSxKxD, src_slots_BxD, dst_start_B)
+  b, d = src_slots_BxD.shape
+  rows_BxD = jnp.broadcast_to(jnp.arange(b)[:, None], (b, d))
+  dst_BxD = dst_start_B[:, None] + jnp.arange(d)[None, :]
+
+  def move(buf_LxBxSxKxD):  # one gather and one in-place scatter (no per-row vmap: see write_layer)
+    path_LxBxDxKxD = buf_LxBxSxKxD[:, rows_BxD, src_slots_BxD]
+    return buf_LxBxSxKxD.at[:, rows_BxD, dst_BxD].set(path_LxBxDxKxD, mode="drop")
 
   if hasattr(cache, "self_attn"):  # T5Cache wraps its decoder self-attention cache
     return cache.replace(self_attn=compact(cache.self_attn, src_slots_BxD, dst_start_B))

@@ -46,11 +46,17 @@ def write_rows(buf_BxSx, new_BxTx, start_B):
 
 
 def write_layer(buf_LxBxSxKxD, layer: int, new_BxTxKxD, start_B):
-  """Writes one layer's new keys (or values) in place into the stacked buffer."""
-  def one(buf_LxSxKxD, new_TxKxD, start):
-    return jax.lax.dynamic_update_slice(buf_LxSxKxD, new_TxKxD[None].astype(buf_LxSxKxD.dtype),
-                                        (layer, start, 0, 0))
-  return jax.vmap(one, in_axes=(1, 0, 0), out_axes=1)(buf_LxBxSxKxD, new_BxTxKxD, start_B)
+  """Writes one layer's new keys (or values) into the stacked buffer, in place.
+
+  One scatter of the ``B * T`` new rows at ``(layer, b, start[b] + t)``: the loop-carried buffer
+  is updated where it lives. (A ``vmap`` of ``dynamic_update_slice`` over the batch axis, which
+  is not leading here, made XLA transpose and copy the whole ``[L, B, S, K, D]`` buffer per layer
+  per step.) Slots past ``max_len`` are dropped, never wrapped onto committed ones.
+  """
+  b, t = new_BxTxKxD.shape[:2]
+  rows_BxT = jnp.broadcast_to(jnp.arange(b)[:, None], (b, t))
+  slots_BxT = start_B[:, None] + jnp.arange(t)[None, :]
+  return buf_LxBxSxKxD.at[layer, rows_BxT, slots_BxT].set(new_BxTxKxD.astype(buf_LxBxSxKxD.dtype), mode="drop")
 
 
 def gather_rows(buf_BxSx, idx_BxT):
