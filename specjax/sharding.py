@@ -7,6 +7,16 @@ attention output projection and one after the MLP down projection). Target and d
 same mesh under the same rules (Chen et al. 2023: a wide, shallow drafter shares the target's
 topology and pays few all-reduces per step).
 
+Head counts that do not divide the ``model`` axis (GQA/MQA: SmolLM2-135M has 3 KV heads, Gemma 3
+270M one, Llama-3-70B eight on 16 chips) are laid out as MaxText, vLLM and tpu-inference do: a
+dimension whose size the mesh axis does not divide is **replicated** on that axis, param by param.
+With ``num_kv_heads < model`` the K/V projections and the KV cache are replicated (every device
+keeps all KV heads and slices the ones its query heads need inside ``layers.attend``), while the
+query heads, the output projection and the MLP still split; when even ``num_heads`` does not
+divide, attention is replicated and the MLP still splits. :func:`layout_report` says what was
+replicated (``shard`` logs it once per layout); ``strict=True`` restores the old error. Only what
+truly cannot be laid out raises (a batch the ``data`` axis does not divide), naming the value.
+
 Everything is a no-op without a mesh: :func:`constrain` returns its input unless a mesh is in
 context (``jax.set_mesh``, which :func:`decode_context` sets), and ``mesh=None`` leaves inputs as
 they are. Meshes use ``AxisType.Auto`` (GSPMD propagation); JAX's default became ``Explicit``.
@@ -14,6 +24,8 @@ they are. Meshes use ``AxisType.Auto`` (GSPMD propagation); JAX's default became
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import math
 import os
 import re
@@ -25,6 +37,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 MESH_AXES = ("data", "model")
+log = logging.getLogger(__name__)
 
 # logical name -> mesh axis (None: replicated)
 _RULES = (
@@ -95,14 +108,22 @@ def mesh_shape_str(mesh: Mesh) -> str:
 
 
 # ----------------------------------------------------------------------------- logical -> mesh
-def logical_to_spec(logical_axes, mesh=None, rules=None) -> P:
-  """A PartitionSpec over mesh axes; axes the mesh lacks, or unknown names, are replicated."""
+def logical_to_spec(logical_axes, mesh=None, rules=None, shape=None) -> P:
+  """A PartitionSpec over mesh axes; axes the mesh lacks, or unknown names, are replicated.
+
+  With ``shape`` (and a mesh), a dim whose size its mesh axis does not divide is replicated too
+  (the GQA/MQA fallback, see the module doc).
+  """
   table = dict(_rules(rules))
   names = set(mesh.axis_names) if mesh is not None else None
   out = []
-  for name in logical_axes:
+  for i, name in enumerate(logical_axes):
     axis = table.get(name)
-    out.append(axis if axis is not None and (names is None or axis in names) else None)
+    if axis is not None and names is not None and axis not in names:
+      axis = None
+    if axis is not None and shape is not None and mesh is not None and shape[i] % mesh.shape[axis]:
+      axis = None
+    out.append(axis)
   return P(*out)
 
 
@@ -115,19 +136,101 @@ def _check_divisible(what: str, shape, logical_axes, mesh, rules) -> None:
                        f"({what}, logical axis '{name}'); pick a mesh whose '{axis}' size divides it")
 
 
-def param_shardings(model, mesh: Mesh, rules=None, check: bool = True):
-  """NamedShardings (a pytree like ``model.params``) placing each param by its logical axes."""
+def logical_axes(model):
+  """``bundle.logical_axes``, also for heads whose module has its own ``dummy_inputs`` (MTP, DFlash)."""
   from specjax.models import bundle  # pylint: disable=import-outside-toplevel
-  axes = bundle.logical_axes(model)
+  module = model.module
+  if not hasattr(module, "dummy_inputs"):
+    return bundle.logical_axes(model)
+  args, kwargs = module.dummy_inputs()
+  abstract = jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))
+  return nn.get_partition_spec(abstract)["params"]
+
+
+def _param_specs(model, mesh, rules):
+  """``[(path, logical axes, shape)]`` of every param, in ``tree_leaves`` order."""
+  axes = logical_axes(model)
+  specs = jax.tree_util.tree_flatten_with_path(axes, is_leaf=_is_spec)[0]
+  params = jax.tree_util.tree_leaves(model.params)
+  assert len(specs) == len(params), (len(specs), len(params))
+  return axes, [(jax.tree_util.keystr(path, simple=True, separator="/"), tuple(spec), tuple(param.shape))
+                for (path, spec), param in zip(specs, params)]  # both dicts: the same (sorted) order
+
+
+def param_shardings(model, mesh: Mesh, rules=None, check: bool = True, strict: bool = False):
+  """NamedShardings (a pytree like ``model.params``) placing each param by its logical axes.
+
+  A dim its mesh axis does not divide is replicated on that axis (see :func:`layout_report`);
+  ``strict=True`` raises instead, naming the config value.
+  """
+  axes, entries = _param_specs(model, mesh, rules)
+  if strict:
+    for path, spec, shape in entries:
+      _check_divisible("param " + path, shape, spec, mesh, rules)
+  flat = [NamedSharding(mesh, logical_to_spec(spec, mesh, rules, shape)) for _, spec, shape in entries]
   if check:
-    specs = jax.tree_util.tree_flatten_with_path(axes, is_leaf=_is_spec)[0]
-    params = jax.tree_util.tree_leaves(model.params)
-    assert len(specs) == len(params), (len(specs), len(params))
-    for (path, spec), param in zip(specs, params):  # both dicts: the same (sorted) order
-      _check_divisible("param " + jax.tree_util.keystr(path, simple=True, separator="/"), tuple(param.shape),
-                       tuple(spec), mesh, rules)
-  return jax.tree_util.tree_map(lambda spec: NamedSharding(mesh, logical_to_spec(tuple(spec), mesh, rules)),
-                                axes, is_leaf=_is_spec)
+    _log_layout(model, mesh, rules)
+  return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(axes, is_leaf=_is_spec), flat)
+
+
+def layout_report(model, mesh: Mesh, rules=None) -> dict:
+  """What the mesh cannot split, per logical axis: ``{name: {"size", "mesh_axis", "axis_size",
+  "field", "params", "note"}}`` (empty when every named dim splits)."""
+  _, entries = _param_specs(model, mesh, rules)
+  table = dict(_rules(rules))
+  out = {}
+  for path, spec, shape in entries:
+    for size, name in zip(shape, spec):
+      axis = table.get(name)
+      if axis is None or axis not in mesh.axis_names or size % mesh.shape[axis] == 0:
+        continue
+      entry = out.setdefault(name, dict(size=int(size), mesh_axis=axis, axis_size=int(mesh.shape[axis]),
+                                        field=_CONFIG_FIELD.get(name, name), params=[]))
+      entry["params"].append(path)
+  for name, e in out.items():
+    e["note"] = _replication_note(name, e)
+  if "heads" in out and "kv_heads" in out:
+    e = out["kv_heads"]
+    e["note"] = f"{e['field']}={e['size']} does not divide {e['mesh_axis']}={e['axis_size']}: replicated with the query heads"
+  return out
+
+
+def _replication_note(name, e) -> str:
+  head = f"{e['field']}={e['size']} does not divide {e['mesh_axis']}={e['axis_size']}"
+  if name == "kv_heads":
+    return (head + ": K/V projections and the KV cache replicated on that axis (each device keeps all "
+            f"{e['size']} KV heads; query heads and MLP still split)")
+  if name == "heads":
+    return head + ": attention (q, o, and K/V) replicated; the MLP and the vocabulary still split"
+  if name == "mlp":
+    return head + ": MLP weights replicated"
+  if name == "vocab":
+    return head + ": embedding / LM head replicated"
+  return head + f": {len(e['params'])} params replicated on that axis"
+
+
+_LOGGED: set = set()
+
+
+def _log_layout(model, mesh, rules) -> None:
+  try:
+    report = layout_report(model, mesh, rules)
+  except Exception:  # pylint: disable=broad-except  # a report must never break placement
+    return
+  if not report:
+    return
+  key = (type(model.module).__name__, tuple(e["note"] for e in report.values()), tuple(mesh.shape.items()))
+  if key in _LOGGED:
+    return
+  _LOGGED.add(key)
+  log.warning("sharding %s on mesh %s: %s", type(model.module).__name__, mesh_shape_str(mesh),
+              "; ".join(e["note"] for e in report.values()))
+
+
+def format_layout_report(report: dict) -> str:
+  if not report:
+    return "every named dim splits on the mesh"
+  return "\n".join(f"{name}: {e['note']} ({len(e['params'])} params)" for name, e in report.items())
 
 
 def _is_spec(x):
@@ -151,8 +254,14 @@ def to_host(x) -> np.ndarray:
   return np.asarray(x)
 
 
+# drafter fields that are arrays tied to a target weight: their logical axes (others are replicated)
+_DRAFTER_ARRAY_AXES = {"lm_head_ExV": ("embed", "vocab"), "embed_VxE": ("vocab", "embed")}
+
+
 def shard(model_or_drafter, mesh: Mesh, rules=None):
-  """Places a model's params on ``mesh`` by the rules; a ``DraftModel`` has its model placed.
+  """Places a model's params on ``mesh`` by the rules; a drafter has every ``Model`` it holds placed
+  (``DraftModel.model``, ``MTP``/``DFlash`` ``.head``) and its other arrays (Medusa's heads and
+  ``lm_head_ExV``) put on the mesh: replicated, or by :data:`_DRAFTER_ARRAY_AXES`.
 
   Drafters without weights (``NGram``) come back unchanged.
   """
@@ -160,18 +269,27 @@ def shard(model_or_drafter, mesh: Mesh, rules=None):
   obj = model_or_drafter
   if isinstance(obj, Model):
     return obj.replace(params=jax.tree_util.tree_map(put, obj.params, param_shardings(obj, mesh, rules)))
-  if isinstance(getattr(obj, "model", None), Model):
-    return obj.replace(model=shard(obj.model, mesh, rules))
-  return obj
+  if not dataclasses.is_dataclass(obj):
+    return obj
+  changes = {}
+  for f in dataclasses.fields(obj):
+    if f.metadata.get("pytree_node", True) is False:
+      continue
+    value = getattr(obj, f.name)
+    if isinstance(value, Model):
+      changes[f.name] = shard(value, mesh, rules)
+    elif jax.tree_util.tree_leaves(value) and all(isinstance(x, (jax.Array, np.ndarray))
+                                                  for x in jax.tree_util.tree_leaves(value)):
+      axes = _DRAFTER_ARRAY_AXES.get(f.name)
+      changes[f.name] = jax.tree_util.tree_map(
+          lambda x, axes=axes: put(x, NamedSharding(mesh, logical_to_spec(axes, mesh, rules, x.shape))
+                                   if axes is not None and len(axes) == np.ndim(x) else replicated(mesh)), value)
+  return obj.replace(**changes) if changes else obj
 
 
 def _on_mesh(model_or_drafter, mesh) -> bool:
-  from specjax.models.bundle import Model  # pylint: disable=import-outside-toplevel
-  model = model_or_drafter if isinstance(model_or_drafter, Model) else getattr(model_or_drafter, "model", None)
-  if not isinstance(model, Model):
-    return True
-  leaves = jax.tree_util.tree_leaves(model.params)
-  return all(isinstance(getattr(x, "sharding", None), NamedSharding) and x.sharding.mesh == mesh for x in leaves)
+  leaves = [x for x in jax.tree_util.tree_leaves(model_or_drafter) if isinstance(x, jax.Array)]
+  return all(isinstance(x.sharding, NamedSharding) and x.sharding.mesh == mesh for x in leaves)
 
 
 def ensure_sharded(model_or_drafter, mesh, rules=None):
@@ -187,7 +305,7 @@ def constrain(x, logical_axes, rules=None):
   mesh = jax.sharding.get_abstract_mesh()
   if mesh.empty:
     return x
-  return jax.lax.with_sharding_constraint(x, logical_to_spec(logical_axes, mesh, rules))
+  return jax.lax.with_sharding_constraint(x, logical_to_spec(logical_axes, mesh, rules, np.shape(x)))
 
 
 def batch_sharding(mesh: Mesh, ndim: int) -> NamedSharding:
@@ -199,9 +317,19 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def cache_sharding(mesh: Mesh, rules=None) -> NamedSharding:
-  """KV cache ``[layers, batch, len, kv_heads, head_dim]`` -> ``(None, 'data', None, 'model', None)``."""
-  return NamedSharding(mesh, logical_to_spec(CACHE_AXES, mesh, rules))
+def cache_sharding(mesh: Mesh, rules=None, num_kv_heads: int | None = None, shape=None) -> NamedSharding:
+  """KV cache ``[layers, batch, len, kv_heads, head_dim]`` -> ``(None, 'data', None, 'model', None)``.
+
+  ``num_kv_heads`` (or the buffer's full ``shape``) applies the GQA/MQA rule: KV heads the
+  ``model`` axis does not divide are replicated on it. A batch the ``data`` axis does not divide
+  is an error (see :func:`check_batch`).
+  """
+  if shape is None and num_kv_heads is not None:
+    shape = (1, 0, 1, int(num_kv_heads), 1)  # only the kv_heads dim decides; batch is checked elsewhere
+  if shape is not None:
+    check_batch(int(shape[1]), mesh)
+    shape = tuple(shape[:1]) + (0,) + tuple(shape[2:])  # batch: never silently replicated
+  return NamedSharding(mesh, logical_to_spec(CACHE_AXES, mesh, rules, shape))
 
 
 def check_batch(batch: int, mesh: Mesh) -> None:

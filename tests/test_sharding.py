@@ -1,4 +1,5 @@
-"""Sharded decoding == one device; clear errors; Megatron collectives per layer; the dry run.
+"""Sharded decoding == one device (also GQA/MQA/T5 head counts the model axis does not divide);
+clear errors; Megatron collectives per layer; the dry run.
 
 Needs 8 CPU devices: tests/conftest.py sets XLA_FLAGS before jax is imported.
 """
@@ -18,7 +19,13 @@ from specjax.sampling import Sampling
 CPU = jax.devices("cpu")
 pytestmark = pytest.mark.skipif(len(CPU) < 8, reason="needs XLA_FLAGS=--xla_force_host_platform_device_count=8 "
                                 "set before jax is imported (tests/conftest.py does it)")
-# heads, kv_heads, mlp, vocab all divide 8, so every mesh below shards every weight
+# "decoder": heads, kv_heads, mlp, vocab all divide 8, so every mesh below shards every weight. The
+# other families have head counts the model axis does not divide (replicated, see sharding.py):
+#   gqa: an 8-head target with 2 KV heads (Llama-3 style) drafted by a SmolLM2-shaped model (9 heads,
+#        3 KV heads, tied embeddings): on 2x4 and 1x8 the target's K/V replicate, the drafter's whole
+#        attention replicates, both MLPs split;
+#   gemma_style: Gemma 3 270M's shape, 4 heads and ONE KV head (MQA), every family piece on;
+#   t5: 4 heads (1x8: attention and relative-position bias replicated, MLP split).
 DIMS = dict(vocab_size=64, num_heads=8, head_dim=4, mlp_dim=64)
 PROMPTS_BxP = np.random.default_rng(0).integers(2, 64, (8, 6))
 LENGTHS_B = np.array([6, 3, 5, 6, 2, 4, 6, 1])
@@ -34,12 +41,18 @@ def _models(family):
   with jax.default_device(CPU[0]):
     if family == "decoder":
       target = testing.tiny_decoder(num_kv_heads=8, **DIMS)
-    elif family == "gemma_style":  # every family piece on, a window shorter than the sequences
-      target = testing.tiny_decoder(num_kv_heads=8, layer_windows=(4, 0), local_rope_theta=100.0, norm_offset=1.0,
+    elif family == "gqa":
+      target = testing.tiny_decoder(num_kv_heads=2, **DIMS)
+      smollm2 = testing.tiny_decoder(vocab_size=64, num_layers=1, num_heads=9, num_kv_heads=3, head_dim=4, mlp_dim=64,
+                                     tie_embeddings=True, seed=3)
+      return target, smollm2
+    elif family == "gemma_style":  # every family piece on, a window shorter than the sequences; MQA
+      target = testing.tiny_decoder(layer_windows=(4, 0), local_rope_theta=100.0, norm_offset=1.0,
                                     sandwich_norms=True, qk_norm=True, qkv_bias=True, scale_embeddings=True,
-                                    mlp_activation="gelu_tanh", **DIMS)
+                                    mlp_activation="gelu_tanh", query_pre_attn_scalar=6.0,
+                                    **dict(DIMS, num_heads=4, num_kv_heads=1, head_dim=8))
     else:
-      target = testing.tiny_t5(**DIMS)
+      target = testing.tiny_t5(**dict(DIMS, num_heads=4), num_encoder_layers=1, num_decoder_layers=1)
     return target, testing.perturbed(target, 0.3, seed=1)  # a drafter that mostly agrees
 
 
@@ -67,6 +80,13 @@ _reference = functools.lru_cache(maxsize=None)(_run)  # one single-device run pe
     ("decoder", "ngram", 1.0, "2x4"),
     ("decoder", "ar", 1.0, "2x4"),
     ("t5", "draft", 1.0, "2x4"),
+    # head counts the model axis does not divide (replicated K/V or attention), greedy and seeded sampling
+    ("gqa", "draft", 0.0, "2x4"),
+    ("gqa", "draft", 1.0, "1x8"),
+    ("gqa", "draft", 0.0, "8x1"),
+    ("gemma_style", "draft", 1.0, "8x1"),
+    ("t5", "draft", 0.0, "1x8"),
+    ("t5", "draft", 0.0, "8x1"),
 ])  # each setting costs two compiles (~5 s each on 2 cores): one per combination that matters
 def test_sharded_tokens_equal_single_device(family, drafter_kind, temperature, mesh_shape):
   ref = _reference(family, drafter_kind, temperature)
@@ -101,16 +121,73 @@ def test_mesh_larger_than_devices():
     sharding.make_mesh("2by4")
 
 
-def test_non_divisible_heads_and_batch():
-  module = dryrun.build_module(dict(family="decoder", num_heads=4, num_kv_heads=2))
-  shapes = nn.unbox(jax.eval_shape(module.init, jax.random.PRNGKey(0), np.zeros((1, 2), np.int32))["params"])
-  model = specjax.Model(module, shapes)  # abstract: the check runs before any weight moves
+def _abstract(**cfg):
+  module = dryrun.build_module(dict(dict(family="decoder"), **cfg))
+  return dryrun.abstract_model(module, _mesh("1x1"))  # ShapeDtypeStructs: no weights
+
+
+def test_heads_the_model_axis_does_not_divide_are_replicated():
+  P = jax.sharding.PartitionSpec
+  mesh = _mesh("2x4")
+  gqa = _abstract(num_heads=4, num_kv_heads=2, mlp_dim=64, vocab_size=64, num_layers=1)
+  specs = sharding.param_shardings(gqa, mesh)
+  assert specs["layer_0"]["attn"]["q"].spec == P(None, "model", None)  # query heads still split
+  assert specs["layer_0"]["attn"]["o"].spec == P("model", None, None)
+  assert specs["layer_0"]["attn"]["k"].spec == P(None, None, None)      # 2 KV heads on model=4: replicated
+  assert specs["layer_0"]["mlp"]["down"].spec == P("model", None)       # and the MLP still splits
+  report = sharding.layout_report(gqa, mesh)
+  assert list(report) == ["kv_heads"] and report["kv_heads"]["size"] == 2
+  assert "num_kv_heads=2 does not divide model=4" in report["kv_heads"]["note"]
+  assert sorted(report["kv_heads"]["params"]) == ["layer_0/attn/k", "layer_0/attn/v"]
   with pytest.raises(ValueError, match=r"num_kv_heads=2 is not divisible by mesh axis model=4"):
-    sharding.shard(model, _mesh("2x4"))
+    sharding.param_shardings(gqa, mesh, strict=True)  # the old error, on request
+  # KV cache [L, B, S, K, D]: K replicated with the K/V projections; batch stays an error
+  assert sharding.cache_sharding(mesh, num_kv_heads=2).spec == P(None, "data", None, None, None)
+  assert sharding.cache_sharding(mesh, num_kv_heads=8).spec == P(None, "data", None, "model", None)
+  with pytest.raises(ValueError, match=r"batch=3 is not divisible by mesh axis data=2"):
+    sharding.cache_sharding(mesh, shape=(2, 3, 16, 2, 4))
+  # T5 with 4 heads on 1x8: attention (and its relative-position bias) replicated, MLP split
+  t5 = dryrun.abstract_model(dryrun.build_module(dict(family="t5", num_heads=4, mlp_dim=64, vocab_size=64)),
+                             _mesh("1x1"))
+  report = sharding.layout_report(t5, _mesh("1x8"))
+  assert set(report) == {"heads", "kv_heads"} and "attention (q, o, and K/V) replicated" in report["heads"]["note"]
+  assert any("rel_bias" in p for p in report["heads"]["params"])
+  t5_specs = sharding.param_shardings(t5, _mesh("1x8"))
+  assert all(s.is_fully_replicated for s in jax.tree_util.tree_leaves(t5_specs["encoder"]["layers_0"]["self_attn"]))
+  assert t5_specs["encoder"]["layers_0"]["mlp"]["down"].spec == P("model", None)
+  assert sharding.layout_report(gqa, _mesh("8x1")) == {}  # model=1: everything "splits"
+  with jax.set_mesh(mesh):  # constrain falls back the same way (it sees the shape)
+    y = jax.jit(lambda v: sharding.constrain(v * 2, ("batch", "kv_heads")))(np.ones((8, 2), np.float32))
+  assert y.sharding.shard_shape(y.shape) == (4, 2)  # batch split over data=2, the 2 KV heads whole
+
+
+def test_non_divisible_batch_is_an_error():
   target, draft = _models("decoder")
   with pytest.raises(ValueError, match=r"batch=3 is not divisible by mesh axis data=2"):
     specjax.speculative_generate(target, DraftModel(draft), PROMPTS_BxP[:3], LENGTHS_B[:3], gamma=GAMMA,
                                  max_new_tokens=2, mesh=_mesh("2x4"))
+
+
+def test_drafter_heads_are_placed_on_the_mesh():
+  """MTP / DFlash heads (a ``.head`` Model) and Medusa's arrays go on the target's mesh."""
+  from specjax.drafters import DFlash, MTP, medusa  # pylint: disable=import-outside-toplevel
+  from specjax.models import block_drafter, heads  # pylint: disable=import-outside-toplevel
+  target, _ = _models("gqa")
+  mesh = _mesh("1x8")
+  cfg = block_drafter.BlockDrafterConfig(vocab_size=64, d_model=32, num_layers=1, num_heads=4, num_kv_heads=1,
+                                         head_dim=8, mlp_dim=64, target_layers=(0, 1), block_size=4)
+  with jax.default_device(CPU[0]):
+    dflash = DFlash(heads.init_head(block_drafter.BlockDrafter(cfg), 2))
+    mtp = MTP(heads.init_head(heads.MTPHead(heads.MTPConfig(vocab_size=64, d_model=32, mlp_dim=64)), 1))
+    med = medusa.Medusa.create(target, medusa.init_heads(None, 2, 32))
+  layer = sharding.shard(dflash, mesh).head.params["layer_0"]
+  assert layer["q"].sharding.is_fully_replicated and layer["k"].sharding.is_fully_replicated  # 4 heads, 1 KV: on 8
+  assert layer["mlp"]["down"].sharding.spec == jax.sharding.PartitionSpec("model", None)      # the MLP splits
+  placed = sharding.shard(mtp, mesh).head.params
+  assert placed["block_0"]["up"].sharding.spec == jax.sharding.PartitionSpec(None, "model")
+  placed = sharding.shard(med, mesh)
+  assert placed.lm_head_ExV.sharding.spec == jax.sharding.PartitionSpec(None, "model")
+  assert placed.heads["w_KxExE"].sharding.is_fully_replicated and sharding._on_mesh(placed, mesh)
 
 
 def test_count_collectives_parses_hlo():
