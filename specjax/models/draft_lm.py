@@ -1,0 +1,176 @@
+"""A small separate draft model for a real target: frozen target embedding in, truncated vocabulary out.
+
+Shipping a 2-layer drafter for a 49k-token vocabulary would mostly ship its ``V x d`` input
+embedding and ``d x V`` LM head. This module keeps both small:
+
+* input: the TARGET's own embedding ``[V, E]`` (frozen, never stored: spliced in from the target at
+  load time), then a learned ``E -> d_model`` projection;
+* output: a learned ``d_model x K`` head over ``K`` token ids ``subset_K``
+  (:mod:`specjax.drafters.vocab`; lossless truncation, q is zero outside the subset).
+
+The blocks are :class:`specjax.models.decoder.Block` (same cache, masks and RoPE as the target),
+so ``api.start``/``api.forward`` and :class:`specjax.drafters.DraftModel` drive it unchanged.
+A bundle folder holds ``config.json`` (family ``draft_lm``), ``model.safetensors`` (every param
+but ``frozen_embed``, bf16) and ``vocab_subset.npy``; :func:`load_drafter` rebuilds it for a target.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import traverse_util
+
+from specjax.models import bundle, kv_cache
+from specjax.models.decoder import Block, DecoderConfig, _norm
+from specjax.models.layers import Init, param_with_axes
+
+FROZEN = "frozen_embed"
+SUBSET_FILE = "vocab_subset.npy"
+FAMILY = "draft_lm"
+
+
+@dataclasses.dataclass(frozen=True)
+class DraftLMConfig(DecoderConfig):
+  """``vocab_size``: the target's (input ids); ``embed_dim``: the target embedding's width;
+  ``out_vocab``: K, the width of the output head (0: vocab_size)."""
+  embed_dim: int = 64
+  out_vocab: int = 0
+
+  def __post_init__(self):
+    super().__post_init__()
+    if not 0 <= self.out_vocab <= self.vocab_size:
+      raise ValueError(f"out_vocab={self.out_vocab} must be in [0, vocab_size={self.vocab_size}]")
+
+  @property
+  def num_outputs(self) -> int:
+    return self.out_vocab or self.vocab_size
+
+
+class DraftLM(nn.Module):
+  """Returns ``(logits_BxTxK float32, hidden_BxTxD, cache)`` like :class:`Decoder` (K = out_vocab)."""
+  cfg: DraftLMConfig
+
+  @staticmethod
+  def stored_params(params) -> int:
+    return sum(x.size for k, x in traverse_util.flatten_dict(params, sep="/").items() if k != FROZEN)
+
+  @nn.compact
+  def __call__(self, tokens_BxT, positions_BxT=None, cache: kv_cache.KVCache | None = None, new_mask_TxT=None):
+    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
+    b, t = tokens_BxT.shape
+    if new_mask_TxT is None:
+      new_mask_TxT = kv_cache.causal_mask(t)
+    if positions_BxT is None:
+      start = jnp.zeros((b,), jnp.int32) if cache is None else cache.length_B
+      positions_BxT = start[:, None] + jnp.arange(t)[None, :]
+    embed_VxE = jax.lax.stop_gradient(self.param(FROZEN, Init.normal(1.0), (cfg.vocab_size, cfg.embed_dim)))
+    proj_ExD = param_with_axes(self, "embed_proj", Init.normal(cfg.embed_dim ** -0.5), (cfg.embed_dim, cfg.d_model),
+                               ("mlp", "embed"))
+    x = _norm(cfg, "embed_norm")(embed_VxE.astype(dt)[tokens_BxT] @ proj_ExD.astype(dt))
+    if cache is None:
+      mask = jnp.broadcast_to(new_mask_TxT[None], (b, t, t))
+    else:
+      mask = kv_cache.attention_mask(cache.length_B, cache.max_len, new_mask_TxT)
+    for i in range(cfg.num_layers):
+      x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, mask, cache)
+    hidden = _norm(cfg, "final_norm")(x)
+    head_DxK = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.num_outputs),
+                               ("embed", "vocab"))
+    return (hidden @ head_DxK.astype(dt)).astype(jnp.float32), hidden, cache
+
+
+def target_embedding(target) -> jax.Array:
+  """The target's input embedding ``[V, E]`` (as the target looks it up, before any scaling)."""
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  return heads.target_io(target)[0]
+
+
+def init(cfg: DraftLMConfig, target, seed: int = 0) -> bundle.Model:
+  """A random DraftLM whose frozen input embedding is the target's."""
+  embed = target_embedding(target)
+  if embed.shape != (cfg.vocab_size, cfg.embed_dim):
+    raise ValueError(f"target embedding is {tuple(embed.shape)}; the config expects "
+                     f"(vocab_size={cfg.vocab_size}, embed_dim={cfg.embed_dim})")
+  model = bundle.init_model(DraftLM(cfg), seed)
+  return model.replace(params={**model.params, FROZEN: jnp.asarray(embed, jnp.float32)})
+
+
+def resolve(name) -> pathlib.Path | None:
+  """The folder of a draft_lm bundle (a path or a name under specjax/assets), else None."""
+  if not name:
+    return None
+  from specjax.loading import ASSETS  # pylint: disable=import-outside-toplevel
+  for path in (pathlib.Path(name).expanduser(), ASSETS / str(name)):
+    cfg = path / "config.json"
+    if cfg.is_file():
+      try:
+        return path if json.loads(cfg.read_text()).get("family") == FAMILY else None
+      except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+  return None
+
+
+def save(model: bundle.Model, subset_K, folder, dtype: str = "bfloat16", extra: dict | None = None) -> pathlib.Path:
+  """Everything but the frozen embedding (``dtype`` storage), the config and the vocab subset."""
+  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+  from specjax.checkpoint import _np_dtype  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  subset_K = np.asarray(subset_K, np.int32)
+  vocab.check_subset(subset_K, model.config.vocab_size, "draft_lm.save")
+  if subset_K.size != model.config.num_outputs:
+    raise ValueError(f"vocab subset has K={subset_K.size} ids but the head has out_vocab={model.config.num_outputs}")
+  flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
+  save_file({k: np.asarray(v, np.float32).astype(_np_dtype(dtype)) for k, v in flat.items() if k != FROZEN},
+            str(folder / "model.safetensors"))
+  np.save(folder / SUBSET_FILE, subset_K)
+  meta = {"family": FAMILY, "config": dataclasses.asdict(model.config), **(extra or {})}
+  (folder / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
+  return folder
+
+
+def load(folder, target) -> tuple[bundle.Model, np.ndarray]:
+  """``(model, subset_K)`` from a bundle folder, the frozen embedding taken from ``target``."""
+  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
+  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+  from specjax.checkpoint import CheckpointError, from_flat_params  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(folder)
+  paths = [folder / "config.json", folder / "model.safetensors", folder / SUBSET_FILE]
+  for p in paths:
+    if not p.is_file():
+      raise CheckpointError(f"checkpoint file missing: {p}")
+  try:
+    meta = json.loads(paths[0].read_text())
+    if meta.get("family") != FAMILY:
+      raise KeyError(f"family {meta.get('family')!r} is not {FAMILY!r}")
+    cfg = DraftLMConfig(**meta["config"])
+  except (json.JSONDecodeError, KeyError, TypeError) as e:
+    raise CheckpointError(f"{paths[0]}: not a valid draft_lm config ({type(e).__name__}: {e})") from e
+  if cfg.vocab_size != target.vocab_size:
+    raise CheckpointError(f"{folder}: drafter vocab_size={cfg.vocab_size} differs from the target's "
+                          f"vocab_size={target.vocab_size}; both must share one tokenizer")
+  try:
+    flat = {k: np.asarray(v, np.float32) for k, v in load_file(str(paths[1])).items()}
+    subset_K = np.load(paths[2])
+  except (SafetensorError, OSError, ValueError) as e:
+    raise CheckpointError(f"{folder}: corrupt weights or vocab subset ({e})") from e
+  vocab.check_subset(subset_K, target.vocab_size, str(paths[2]))
+  if subset_K.size != cfg.num_outputs:
+    raise CheckpointError(f"{paths[2]}: K={subset_K.size} ids but the head has out_vocab={cfg.num_outputs}")
+  flat[FROZEN] = np.asarray(target_embedding(target), np.float32)
+  model = from_flat_params(DraftLM(cfg), flat, source=str(paths[1]))
+  return model, subset_K.astype(np.int32)
+
+
+def load_drafter(folder, target):
+  """A :class:`specjax.drafters.DraftModel` over the bundle, ready for ``speculative_generate``."""
+  from specjax.drafters import DraftModel  # pylint: disable=import-outside-toplevel
+  model, subset_K = load(resolve(folder) or folder, target)
+  return DraftModel(model, jnp.asarray(subset_K))

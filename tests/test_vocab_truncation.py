@@ -1,0 +1,154 @@
+"""Draft-vocabulary truncation (specjax.drafters.vocab): lossless and greedy-exact.
+
+A drafter whose output layer covers K < V ids: q is zero outside the subset, those tokens are never
+proposed and the residual emits them. Checked by the chi-squared test of test_exactness (with a
+power check: two deliberately wrong rules must fail it) and by greedy equality with generate.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import stats_util  # tests/ is on sys.path under pytest
+
+import specjax
+from specjax import accept, testing
+from specjax.drafters import vocab
+from specjax.models import draft_lm
+
+V = 8
+N = 20_000
+T1 = specjax.Sampling(temperature=1.0)
+
+
+@pytest.fixture(scope="module")
+def setup():
+  target = testing.tiny_decoder(V, seed=0, weight_scale=1.0)
+  # drop the target's 2nd, 3rd and 5th most likely first tokens: real mass outside the subset
+  p1 = np.asarray(T1.probs(specjax.logits(target, stats_util.PROMPT)[0, -1]))
+  ranked = np.argsort(-p1)
+  subset = np.sort(ranked[[0, 3, 5, 6, 7]]).astype(np.int32)
+  assert p1[np.setdiff1d(np.arange(V), subset)].sum() > 0.2
+  cfg = draft_lm.DraftLMConfig(vocab_size=V, embed_dim=target.config.d_model, out_vocab=len(subset), d_model=32,
+                               num_layers=1, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64)
+  drafter = specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=3), jnp.asarray(subset))
+  return target, drafter, subset
+
+
+def counts_and_joint(target, drafter, sampling=T1):
+  counts, st = stats_util.sampled_counts(target, drafter, sampling, N, gamma=2)
+  return counts, st, stats_util.exact_joint(target, sampling)
+
+
+def test_truncated_draft_lm_is_exact(setup):
+  target, drafter, subset = setup
+  counts, st, joint = counts_and_joint(target, drafter)
+  assert 0.05 < st["acceptance_per_position"][0] < 0.95, "both accept and reject paths must be exercised"
+  outside = np.setdiff1d(np.arange(V), subset)
+  assert counts[outside, :].sum() > 0.1 * N, "tokens outside the subset must still be emitted (by the residual)"
+  assert stats_util.chi2_pvalue(counts, joint) > 1e-3
+
+
+def test_truncating_a_full_vocab_drafter_is_exact(setup):
+  """A V-wide drafter cut to the subset (its logits' columns) under top-p: same rule."""
+  target, _, subset = setup
+  sampling = specjax.Sampling(temperature=1.0, top_p=0.9)
+  drafter = specjax.drafters.DraftModel(testing.tiny_decoder(V, seed=3, weight_scale=1.0, num_layers=1),
+                                        jnp.asarray(subset))
+  counts, st, joint = counts_and_joint(target, drafter, sampling)
+  assert 0.05 < st["acceptance_per_position"][0] < 0.95
+  assert stats_util.chi2_pvalue(counts, joint) > 1e-3
+
+
+def _with_patch(monkeypatch, obj, name, fn, run):
+  monkeypatch.setattr(obj, name, fn)
+  jax.clear_caches()  # the loop was traced with the real rule
+  try:
+    return run()
+  finally:
+    monkeypatch.undo()
+    jax.clear_caches()
+
+
+def test_check_rejects_renormalising_p_over_the_subset(setup, monkeypatch):
+  """Wrong rule: the residual renormalised over the subset (tokens outside it are never emitted)."""
+  target, drafter, subset = setup
+  inside = jnp.zeros((V,), bool).at[subset].set(True)
+  real = accept.residual
+  wrong = lambda r_BxV, q_BxV: real(jnp.where(inside, r_BxV, 0.0) / jnp.where(inside, r_BxV, 0.0).sum(-1, keepdims=True),
+                                    q_BxV)
+  counts, _, joint = _with_patch(monkeypatch, accept, "residual", wrong, lambda: counts_and_joint(target, drafter))
+  pvalue = stats_util.chi2_pvalue(counts, joint)
+  print("wrong-rule p-value", pvalue)
+  assert pvalue < 1e-6
+
+
+def test_check_rejects_a_missing_d2t_map(setup, monkeypatch):
+  """Wrong rule: q's K entries put at ids 0..K-1 instead of the subset's ids (EAGLE-3's d2t forgotten)."""
+  target, drafter, subset = setup
+  assert not np.array_equal(subset, np.arange(len(subset)))
+  wrong = lambda q_xK, subset_K, v: jnp.pad(q_xK, [(0, 0)] * (q_xK.ndim - 1) + [(0, v - q_xK.shape[-1])])
+  counts, _, joint = _with_patch(monkeypatch, vocab, "scatter_probs", wrong, lambda: counts_and_joint(target, drafter))
+  pvalue = stats_util.chi2_pvalue(counts, joint)
+  print("wrong-rule p-value", pvalue)
+  assert pvalue < 1e-6
+
+
+def test_greedy_equals_autoregressive(batch=3):
+  """Ragged batch of 3 (one full-width row); both a K-wide head and a V-wide model cut to K."""
+  vocab_size, k = 64, 24
+  target = testing.tiny_decoder(vocab_size, seed=0)
+  counts = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (vocab_size,), 0, 100))
+  subset = vocab.top_k_subset(counts, k)
+  cfg = draft_lm.DraftLMConfig(vocab_size=vocab_size, embed_dim=target.config.d_model, out_vocab=k, d_model=32,
+                               num_layers=2, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64)
+  drafters = [specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=5), jnp.asarray(subset)),
+              specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset))]
+  prompts, lengths = stats_util.prompts(batch, vocab=vocab_size)
+  ref = specjax.generate(target, prompts, lengths, max_new_tokens=24)
+  for drafter in drafters:
+    out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=3, max_new_tokens=24)
+    np.testing.assert_array_equal(out.tokens, ref.tokens)
+    assert out.stats["accepted_per_position"][0] > 0 or drafter is drafters[0]
+    assert set(np.unique(ref.tokens)) - set(subset), "the target must emit tokens the drafter cannot propose"
+
+
+def test_subset_helpers_and_errors(tmp_path):
+  counts = np.array([5, 0, 9, 9, 1, 7])
+  np.testing.assert_array_equal(vocab.top_k_subset(counts, 3), [2, 3, 5])
+  np.testing.assert_array_equal(vocab.top_k_subset(counts, 4), [0, 2, 3, 5])
+  assert vocab.coverage(counts, [2, 3]) == pytest.approx(18 / 31)
+  with pytest.raises(ValueError, match="k=7"):
+    vocab.top_k_subset(counts, 7)
+  with pytest.raises(ValueError, match=r"out of range \[0, vocab_size=6\): \[6\]"):
+    vocab.check_subset(np.array([0, 6]), 6)
+  with pytest.raises(ValueError, match="K=7"):
+    vocab.check_subset(np.arange(7), 6)
+  with pytest.raises(ValueError, match="repeated"):
+    vocab.check_subset(np.array([1, 1]), 6)
+  logits = jnp.array([[1.0, 2.0]])
+  full = vocab.expand_logits(logits, jnp.array([4, 1]), 6)
+  q = vocab.scatter_probs(specjax.Sampling(1.0).probs(logits), jnp.array([4, 1]), 6)
+  np.testing.assert_allclose(q, specjax.Sampling(1.0).probs(full), rtol=1e-6)
+  target = testing.tiny_decoder(16, seed=0)
+  with pytest.raises(ValueError, match="vocab_size=16"):  # a subset id past the target's vocabulary
+    specjax.speculative_generate(target, specjax.drafters.DraftModel(target, jnp.array([3, 16])), np.ones((1, 3)),
+                                 np.array([3]), gamma=2, max_new_tokens=4)
+  cfg = draft_lm.DraftLMConfig(vocab_size=16, embed_dim=32, out_vocab=4, d_model=16, num_layers=1, num_heads=1,
+                               num_kv_heads=1, head_dim=16, mlp_dim=32)
+  small = draft_lm.init(cfg, target)
+  with pytest.raises(ValueError, match="needs its subset_K"):  # K-wide head without its map
+    specjax.speculative_generate(target, specjax.drafters.DraftModel(small), np.ones((1, 3)), np.array([3]),
+                                 gamma=2, max_new_tokens=4)
+  with pytest.raises(ValueError, match="K=3"):
+    specjax.speculative_generate(target, specjax.drafters.DraftModel(small, jnp.array([0, 1, 2])), np.ones((1, 3)),
+                                 np.array([3]), gamma=2, max_new_tokens=4)
+  # a bundle round trip keeps the subset and takes the frozen embedding from the target
+  draft_lm.save(small, np.array([1, 5, 7, 9]), tmp_path / "d")
+  assert draft_lm.resolve(tmp_path / "d") == tmp_path / "d"
+  loaded = draft_lm.load_drafter(tmp_path / "d", target)
+  np.testing.assert_array_equal(loaded.subset_K, [1, 5, 7, 9])
+  assert loaded.num_params == small.num_params - 16 * 32  # the target's embedding is not the drafter's
+  with pytest.raises(specjax.checkpoint.CheckpointError, match="vocab_size=16 differs"):
+    draft_lm.load(tmp_path / "d", testing.tiny_decoder(32, seed=0))
+  with pytest.raises(ValueError, match="out_vocab=17"):
+    draft_lm.DraftLMConfig(vocab_size=16, out_vocab=17)
