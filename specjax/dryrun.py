@@ -47,7 +47,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from specjax import hardware, sharding
+from specjax import hardware, latency, sharding
+from specjax.dryrun_report import format_markdown, format_table, save_report  # noqa: F401  (re-exported)
 from specjax.theory import walltime_improvement
 from specjax.models import api, bundle
 from specjax.models.bundle import Model
@@ -62,6 +63,7 @@ _GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")  # m
 _DEPTHS = (2, 4)
 PAPER = {
     "chen2023": {"baseline_ms_per_token": 14.1, "sps_greedy_xsum_ms_per_token": 7.00, "gamma": 4,
+                 "draft_ms_per_token": 1.8,
                  "speedup_greedy_xsum": round(14.1 / 7.00, 2), "source": "Chen et al. 2023 (arXiv 2302.01318) tab. 1"},
     "leviathan2022": {"speedup": 3.4, "alpha": 0.75, "gamma": 7,
                       "source": "Leviathan et al. 2022 (arXiv 2211.17192) tab. 2, T5-XXL/T5-small EnDe temp 0"},
@@ -105,21 +107,22 @@ def _group_size(line: str, num_devices: int) -> int:
   return num_devices
 
 
-def collective_bytes(compiled_or_text, num_devices: int) -> float:
-  """Bytes each device sends for the collectives, ring algorithms (2(n-1)/n per all-reduce)."""
-  total = 0.0
+def collective_ops(compiled_or_text, num_devices: int) -> list[tuple[str, int, int]]:
+  """``[(op, result bytes, group size)]`` for every collective in (compiled) HLO text."""
+  out = []
   for line in _text(compiled_or_text).splitlines():
     m = _OP.search(line)
     if not m:
       continue
     sizes = _array_bytes(m["shape"])
     size = sizes[-1] if m["start"] else sum(sizes)  # an async start's tuple ends with its output
-    n = _group_size(line, num_devices)
-    if n <= 1:
-      continue
-    factor = {"all-reduce": 2 * (n - 1) / n, "collective-permute": 1.0}.get(m["op"], (n - 1) / n)
-    total += factor * size
-  return total
+    out.append((m["op"], int(size), _group_size(line, num_devices)))
+  return out
+
+
+def collective_bytes(compiled_or_text, num_devices: int) -> float:
+  """Bytes each device sends for the collectives, ring algorithms (2(n-1)/n per all-reduce)."""
+  return float(sum(latency.wire_bytes(op, size, n) for op, size, n in collective_ops(compiled_or_text, num_devices)))
 
 
 # ----------------------------------------------------------------------------- abstract inputs
@@ -138,7 +141,10 @@ def build_module(cfg: dict) -> nn.Module:
 def with_depth(module: nn.Module, layers: int) -> nn.Module:
   fields = {f.name for f in dataclasses.fields(module.cfg)}
   field = "num_layers" if "num_layers" in fields else "num_decoder_layers"  # T5: decoder depth
-  return type(module)(dataclasses.replace(module.cfg, **{field: layers}))
+  extra = {}
+  if getattr(module.cfg, "layer_windows", ()):  # per-layer windows follow the depth (the pattern's start)
+    extra["layer_windows"] = tuple(module.cfg.layer_windows[:layers])
+  return type(module)(dataclasses.replace(module.cfg, **{field: layers}, **extra))
 
 
 def abstract_model(module: nn.Module, mesh, dtype=None, rules=None) -> Model:
@@ -164,7 +170,7 @@ def abstract_cache(model: Model, mesh, batch: int, prompt_len: int, max_len: int
   def place(x):
     if x.ndim == 5:
       return jax.ShapeDtypeStruct(x.shape, dtype if jnp.issubdtype(x.dtype, jnp.floating) else x.dtype,
-                                  sharding=sharding.cache_sharding(mesh))
+                                  sharding=sharding.cache_sharding(mesh, shape=x.shape))
     return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding.batch_sharding(mesh, x.ndim))
   return jax.tree_util.tree_map(place, cache)
 
@@ -187,12 +193,17 @@ def compile_step(model: Model, cache, mesh, batch: int, num_tokens: int):
     return jax.jit(_step, donate_argnums=1).lower(model, cache, tokens).compile()
 
 
-def step_costs(compiled, num_devices: int) -> dict[str, float]:
+def step_costs(compiled, num_devices: int, acc=None) -> dict[str, float]:
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  ops = collective_ops(compiled, num_devices)
   out = {"flops": float(cost.get("flops", 0.0)), "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
-         "collective_bytes": collective_bytes(compiled, num_devices)}
+         "collective_bytes": float(sum(latency.wire_bytes(op, size, n) for op, size, n in ops))}
   out.update({f"n_{k}": v for k, v in count_collectives(compiled).items()})
+  if acc is not None:  # hops and wire bytes under both topologies (linear in depth: extrapolated)
+    for topo in ("ring", "torus"):
+      terms = latency.collective_terms(ops, latency.LatencyModel.of(acc, topology=topo))
+      out.update({f"{topo}_{k}": v for k, v in terms.items()})
   try:
     mem = compiled.memory_analysis()
     out["temp_bytes"] = float(mem.temp_size_in_bytes)
@@ -236,15 +247,23 @@ def profile_step(module, mesh, batch, prompt_len, max_len, num_tokens, acc, dtyp
     t0 = time.perf_counter()
     compiled = compile_step(model, cache, mesh, batch, num_tokens)
     seconds += time.perf_counter() - t0
-    by_depth[d] = step_costs(compiled, mesh.size)
+    by_depth[d] = step_costs(compiled, mesh.size, acc)
     by_depth[d].update(param_bytes=per_device_bytes(model.params), cache_bytes=per_device_bytes(cache))
   out = _extrapolate(by_depth, depth)
   # CPU: bytes accessed include f32 upcasts of bf16 weights; charge what a step must stream instead.
   on_cpu = jax.default_backend() == "cpu"
   out["memory_bytes"] = out["param_bytes"] + out["cache_bytes"] if on_cpu else out["bytes_accessed"]
-  out["latency_s"] = roofline_s(out["flops"], out["memory_bytes"], out["n_total"], out["collective_bytes"], acc)
+  out["bandwidth_only_s"] = roofline_s(out["flops"], out["memory_bytes"], out["n_total"], out["collective_bytes"],
+                                       dataclasses.replace(acc, collective_latency_s=0.0))
+  out["num_layers"] = depth
   out["compiled_depths"], out["compile_s"] = list(depths), round(seconds, 2)
   return out
+
+
+def step_latency(step: dict, acc, lat: latency.LatencyModel) -> dict[str, float]:
+  """The latency-aware breakdown of one profiled step under ``lat`` (see specjax.latency)."""
+  coll = latency.collective_seconds(step, lat, prefix=f"{lat.topology}_")
+  return latency.step_breakdown(step["flops"], step["memory_bytes"], coll, int(step["num_layers"]), acc, lat)
 
 
 # ----------------------------------------------------------------------------- dry run
@@ -263,7 +282,7 @@ def dry_run(config) -> dict:
   if jax.device_count() < need:
     return _in_subprocess(cfg, need)
   acc = hardware.get(cfg.get("hardware", "tpu_v4"))
-  if cfg.get("collective_latency_us") is not None:  # calibrated override of the table's assumption
+  if cfg.get("collective_latency_us") is not None:  # legacy diagnostic override
     acc = dataclasses.replace(acc, collective_latency_s=float(cfg["collective_latency_us"]) * 1e-6)
   mesh = sharding.make_mesh(cfg.get("mesh", "1x1"))
   gamma, batch, prompt_len = int(cfg["gamma"]), int(cfg["batch_size"]), int(cfg["prompt_len"])
@@ -272,10 +291,17 @@ def dry_run(config) -> dict:
   target = build_module(cfg["target"])
   args = (mesh, batch, prompt_len, max_len)
   steps = {"target": profile_step(target, *args, 1, acc), "verify": profile_step(target, *args, gamma + 1, acc)}
+  layout = {"target": _layout(target, mesh)}
   if cfg.get("drafter_kind", "draft_model") == "draft_model":
-    steps["draft"] = profile_step(build_module(cfg["drafter"]), *args, 1, acc)
+    drafter = build_module(cfg["drafter"])
+    steps["draft"] = profile_step(drafter, *args, 1, acc)
+    layout["draft"] = _layout(drafter, mesh)
   else:  # weightless drafters (ngram): no device step worth charging
     steps["draft"] = dict.fromkeys(steps["target"], 0.0) | {"compiled_depths": [], "compile_s": 0.0}
+  lat, calibration, variants = calibrated_latency_model(cfg, steps, acc)
+  for step in steps.values():
+    step.update(step_latency(step, acc, lat) if step["compiled_depths"] else
+                dict(compute_s=0.0, memory_s=0.0, body_s=0.0, collective_s=0.0, overhead_s=0.0, latency_s=0.0))
   t_ms = {k: s["latency_s"] * 1e3 for k, s in steps.items()}
   c, v = t_ms["draft"] / t_ms["target"], t_ms["verify"] / t_ms["target"]
   speedup = float(walltime_improvement(alpha, gamma, c, v))
@@ -285,7 +311,7 @@ def dry_run(config) -> dict:
   return {
       "hardware": acc.name, "hardware_source": acc.source, "mesh": sharding.mesh_shape_str(mesh),
       "num_devices": mesh.size, "compile_backend": jax.default_backend(), "gamma": gamma, "alpha": alpha,
-      "batch_size": batch, "max_len": max_len,
+      "batch_size": batch, "max_len": max_len, "name": cfg.get("name"),
       "target_step_ms": round(t_ms["target"], 4), "draft_step_ms": round(t_ms["draft"], 4),
       "verify_step_ms": round(t_ms["verify"], 4), "c": round(c, 4), "v": round(v, 4),
       "per_device_param_bytes": int(param_bytes), "per_device_kv_cache_bytes": int(cache_bytes),
@@ -298,21 +324,78 @@ def dry_run(config) -> dict:
       "predicted_speedup": round(speedup, 3),
       "predicted_ar_ms_per_token": round(t_ms["target"], 3),
       "predicted_sd_ms_per_token": round(t_ms["target"] / speedup, 3),
+      "bandwidth_only_target_ms": round(steps["target"]["bandwidth_only_s"] * 1e3, 3),
       "alpha_implied_by_chen_greedy_xsum": implied_alpha(chen["speedup_greedy_xsum"], chen["gamma"], c, v),
-      "paper": PAPER, "steps": steps,
-      "collective_latency_us_to_match_paper_baseline": _latency_to_match(cfg, steps["target"], acc),
+      "paper": PAPER, "steps": steps, "layout": layout,
+      "latency_model": dataclasses.asdict(lat) | {"source": acc.latency_source}, "calibration": calibration,
+      "published_vs_predicted": variants,
+      "collective_latency_us_to_match_paper_baseline": _latency_to_match(cfg, steps["target"], acc, lat),
       "paper_baseline_ms": (cfg.get("paper") or {}).get("baseline_ms_per_token"),
-      "collective_latency_us": acc.collective_latency_s * 1e6,
   }
 
 
-def _latency_to_match(cfg, target_step, acc):
-  """Per-collective latency at which the target step takes the config's published baseline time."""
+def _layout(module, mesh) -> dict:
+  report = sharding.layout_report(abstract_model(with_depth(module, 1), mesh), mesh)
+  return {name: e["note"] for name, e in report.items()}
+
+
+def calibrated_latency_model(cfg: dict, steps: dict, acc):
+  """The latency model the config asks for, its calibration, and predicted-vs-published rows.
+
+  ``cfg["latency"]`` may set ``topology``, ``hop_latency_us``, ``dispatch_us``, ``step_overhead_us``,
+  ``layer_overhead_us``. With ``calibrate="draft_step_overhead"`` (the default when the config's
+  ``paper`` has ``draft_ms_per_token``) the per-step overhead is fitted on the DRAFT step's
+  published time and then predicts the TARGET step's published time: the target's number is
+  never used to fit anything.
+  """
+  lc = dict(cfg.get("latency") or {})
+  us = lambda key: None if lc.get(key) is None else float(lc[key]) * 1e-6
+  lat = latency.LatencyModel.of(acc, topology=lc.get("topology"), hop_latency_s=us("hop_latency_us"),
+                                dispatch_s=us("dispatch_us"), step_overhead_s=us("step_overhead_us"),
+                                layer_overhead_s=us("layer_overhead_us"))
+  paper = dict(cfg.get("paper") or {})
+  draft_pub, target_pub = paper.get("draft_ms_per_token"), paper.get("baseline_ms_per_token")
+  mode = cfg.get("calibrate", "draft_step_overhead" if draft_pub and steps["draft"]["compiled_depths"] else None)
+  calibration = {"mode": mode, "note": lc.get("note")}
+  hw = dataclasses.replace(lat, step_overhead_s=0.0, layer_overhead_s=0.0)
+  t_hw = {k: step_latency(s, acc, hw)["latency_s"] for k, s in steps.items() if s["compiled_depths"]}
+  variants = {"hardware only": hw}
+  if mode == "draft_step_overhead":
+    gap = draft_pub * 1e-3 - t_hw["draft"]
+    lat = dataclasses.replace(lat, step_overhead_s=max(0.0, gap), layer_overhead_s=0.0)
+    calibration.update(fitted="step_overhead_s", value_s=lat.step_overhead_s, on="draft step",
+                       published_ms=draft_pub, source=paper.get("draft_source", paper.get("source")))
+    variants["+ step overhead fit on draft"] = lat
+    layer = dataclasses.replace(hw, layer_overhead_s=max(0.0, gap) / max(1, int(steps["draft"]["num_layers"])))
+    variants["+ layer overhead fit on draft"] = layer
+    torus = dataclasses.replace(hw, topology="torus")
+    t_torus = step_latency(steps["draft"], acc, torus)["latency_s"]
+    variants["torus + step overhead fit on draft"] = dataclasses.replace(
+        torus, step_overhead_s=max(0.0, draft_pub * 1e-3 - t_torus))
+  elif mode not in (None, "none"):
+    raise ValueError(f"unknown calibrate={mode!r}; expected 'draft_step_overhead' or None")
+  rows = []
+  for step, published, role in (("target", target_pub, "prediction"), ("draft", draft_pub, "calibration")):
+    if not published or step not in t_hw:
+      continue
+    row = {"step": step, "published_ms": published, "role": role if mode else "prediction",
+           "source": paper.get("source") if step == "target" else paper.get("draft_source", paper.get("source")),
+           "bandwidth_only_ms": round(steps[step]["bandwidth_only_s"] * 1e3, 3), "predicted_ms": {}}
+    for name, model in variants.items():
+      ms = step_latency(steps[step], acc, model)["latency_s"] * 1e3
+      row["predicted_ms"][name] = {"ms": round(ms, 3), "error": round(latency.relative_error(ms, published), 3)}
+    rows.append(row)
+  return lat, calibration, rows
+
+
+def _latency_to_match(cfg, target_step, acc, lat):
+  """Per-collective cost (all in) at which the target step takes the config's published baseline."""
   baseline_ms = (cfg.get("paper") or {}).get("baseline_ms_per_token")
   n = target_step["n_total"]
   if not baseline_ms or not n:
     return None
-  rest_s = target_step["latency_s"] - n * acc.collective_latency_s
+  rest_s = target_step["body_s"] + target_step["overhead_s"]
+  del acc, lat
   return round((baseline_ms * 1e-3 - rest_s) / n * 1e6, 2)
 
 
@@ -327,44 +410,6 @@ def _in_subprocess(cfg: dict, num_devices: int) -> dict:
   return json.loads(lines[-1][len("DRYRUN_JSON "):])
 
 
-def _gb(x):
-  return f"{x / 1e9:.3f} GB"
-
-
-def format_table(result: dict) -> str:
-  """A human-readable summary of :func:`dry_run`'s result."""
-  r, s, paper = result, result["steps"], result["paper"]
-  rows = [f"dry run: mesh {r['mesh']} ({r['num_devices']} devices), roofline for {r['hardware']} "
-          f"(compiled on {r['compile_backend']}), batch {r['batch_size']}, max_len {r['max_len']}",
-          f"  {'step':<8}{'ms':>9}{'collectives':>13}{'GFLOP/dev':>11}{'GB read/dev':>13}{'coll KB/dev':>13}"
-          f"{'depths':>9}"]
-  for name in ("target", "draft", "verify"):
-    x = s[name]
-    rows.append(f"  {name:<8}{r[name + '_step_ms']:>9.3f}{round(x['n_total']):>13d}{x['flops'] / 1e9:>11.3f}"
-                f"{x['memory_bytes'] / 1e9:>13.3f}{x['collective_bytes'] / 1e3:>13.1f}"
-                f"{','.join(map(str, x['compiled_depths'])):>9}")
-  chen, lev = paper["chen2023"], paper["leviathan2022"]
-  rows += [
-      f"  per device: params {_gb(r['per_device_param_bytes'])} (target {_gb(r['per_device_target_param_bytes'])}, "
-      f"draft {_gb(r['per_device_draft_param_bytes'])}), KV caches {_gb(r['per_device_kv_cache_bytes'])}, "
-      f"HBM {_gb(r['hbm_bytes'])} -> {'fits' if r['fits_hbm'] else 'DOES NOT FIT'}",
-      f"  c = draft/target = {r['c']:.4f}   v = verify/target = {r['v']:.4f}   gamma = {r['gamma']}",
-      f"  predicted: {r['predicted_ar_ms_per_token']:.2f} ms/token autoregressive, "
-      f"{r['predicted_sd_ms_per_token']:.2f} ms/token speculative, speedup {r['predicted_speedup']:.2f}x "
-      f"at alpha {r['alpha']}",
-      f"  paper (Chen 2023, 16 TPU v4, K=4): {chen['baseline_ms_per_token']} ms/token -> "
-      f"{chen['sps_greedy_xsum_ms_per_token']} ms/token greedy XSum ({chen['speedup_greedy_xsum']}x); "
-      f"alpha that gives {chen['speedup_greedy_xsum']}x at this c, v: {r['alpha_implied_by_chen_greedy_xsum']}",
-      f"  paper (Leviathan 2022, T5-XXL): {lev['speedup']}x at alpha {lev['alpha']}, gamma {lev['gamma']}",
-  ]
-  if r.get("collective_latency_us_to_match_paper_baseline") is not None:
-    rows.append(f"  the config's paper baseline ({r['paper_baseline_ms']} ms/token) implies "
-                f"{r['collective_latency_us_to_match_paper_baseline']} us per collective (table assumes "
-                f"{r['collective_latency_us']:g} us)")
-  rows.append("  model: ms = max(FLOPs/peak, bytes/HBM BW) + collectives x latency + collective bytes / ICI BW")
-  return "\n".join(rows)
-
-
 def _load_config(spec: str):
   import importlib.util  # pylint: disable=import-outside-toplevel
   path, _, arg = spec.partition(":")
@@ -375,13 +420,18 @@ def _load_config(spec: str):
 
 
 def main(argv):
-  """``python -m specjax.dryrun configs/x.py[:arg]`` prints the table; ``--json -`` is the subprocess protocol."""
+  """``python -m specjax.dryrun configs/x.py[:arg] [--out benchmarks/dryrun/NAME]`` prints the table (and
+  saves NAME.md + NAME.json); ``--json -`` is the subprocess protocol."""
   if argv[:1] == ["--json"]:
     cfg = json.loads(sys.stdin.read() if argv[1] == "-" else argv[1])
     print("DRYRUN_JSON " + json.dumps(dry_run(cfg)))
     return
+  out = argv[argv.index("--out") + 1] if "--out" in argv else None
   result = dry_run(_load_config(argv[0]))
+  result["config"] = argv[0]
   print(format_table(result))
+  if out:
+    print("saved", *save_report(result, out))
 
 
 if __name__ == "__main__":
