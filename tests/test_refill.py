@@ -1,0 +1,113 @@
+"""Continuous refill (specjax.refill): a queue longer than the batch, exact per prompt.
+
+Greedy: every prompt's tokens equal decoding the whole queue as one static batch (ragged prompts,
+EOS on, every drafter state kind: a draft model's cache, n-gram's none, MTP's shared leaves, a
+token tree, and T5's encoder cache). Sampled: the 2-token joint of refilled rows passes the
+chi-squared test against the exact target distribution, and the same check fails a lossy rule.
+"""
+import jax
+import numpy as np
+import pytest
+import stats_util  # tests/ is on sys.path under pytest
+
+import specjax
+from specjax import testing
+from specjax.models import heads
+
+Q, P, N, EOS = 7, 6, 9, 5
+
+
+@pytest.fixture(scope="module")
+def target():
+  return testing.tiny_decoder(vocab_size=64, num_layers=2, num_kv_heads=2)
+
+
+@pytest.fixture(scope="module")
+def queue():
+  rng = np.random.default_rng(0)
+  return rng.integers(1, 64, (Q, P)).astype(np.int32), rng.integers(2, P + 1, Q).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def reference(target, queue):
+  return specjax.generate(target, *queue, max_new_tokens=N, eos_id=EOS)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_autoregressive_refill_equals_one_batch(target, queue, reference, batch_size):
+  out = specjax.generate(target, *queue, max_new_tokens=N, eos_id=EOS, batch_size=batch_size)
+  assert reference.lengths.min() < N  # an EOS row finishes early, so refill really interleaves
+  np.testing.assert_array_equal(out.tokens, reference.tokens)
+  np.testing.assert_array_equal(out.lengths, reference.lengths)
+  assert out.stats["batch_size"] == batch_size and 0 < out.stats["batch_utilization"] <= 1
+
+
+def _drafter(target, name):
+  near = testing.perturbed(target, 0.3)
+  if name == "draft_model":
+    return specjax.drafters.DraftModel(near)
+  if name == "ngram":
+    return specjax.drafters.NGram(2)
+  if name == "specinfer_tree":
+    return specjax.drafters.SpecInfer(near, children=(2, 1, 1))
+  cfg = heads.MTPConfig(vocab_size=target.vocab_size, d_model=target.config.d_model, mlp_dim=64)
+  return specjax.drafters.MTP(heads.init_head(heads.MTPHead(cfg), 1))  # state with shared (batch-free) leaves
+
+
+@pytest.mark.parametrize("name", ["draft_model", "ngram", "specinfer_tree", "mtp"])
+def test_speculative_refill_equals_autoregressive(target, queue, reference, name):
+  out = specjax.speculative_generate(target, _drafter(target, name), *queue, gamma=3, max_new_tokens=N, eos_id=EOS,
+                                     batch_size=3)
+  np.testing.assert_array_equal(out.tokens, reference.tokens)
+  np.testing.assert_array_equal(out.lengths, reference.lengths)
+  assert out.stats["batch_size"] == 3
+
+
+def test_t5_refill_equals_one_batch():
+  t5 = testing.tiny_t5(vocab_size=64)
+  rng = np.random.default_rng(3)
+  prompts, lengths = rng.integers(2, 64, (5, 7)).astype(np.int32), rng.integers(3, 8, 5).astype(np.int32)
+  ref = specjax.generate(t5, prompts, lengths, max_new_tokens=6)
+  out = specjax.generate(t5, prompts, lengths, max_new_tokens=6, batch_size=2)
+  np.testing.assert_array_equal(out.tokens, ref.tokens)
+  spec = specjax.speculative_generate(t5, specjax.drafters.DraftModel(testing.perturbed(t5, 0.2)), prompts, lengths,
+                                      gamma=2, max_new_tokens=6, batch_size=2)
+  np.testing.assert_array_equal(spec.tokens, ref.tokens)
+
+
+V, N_SAMPLES, ROWS = 8, 20_000, 512
+
+
+@pytest.fixture(scope="module")
+def small_pair():
+  return (testing.tiny_decoder(V, seed=0, weight_scale=1.0),
+          specjax.drafters.DraftModel(testing.tiny_decoder(V, seed=3, weight_scale=1.0, num_layers=1)))
+
+
+def _refill_counts(target, drafter, lenience):
+  sampling = specjax.Sampling(temperature=1.0)
+  prompts = np.repeat(stats_util.PROMPT, N_SAMPLES, 0)
+  out = specjax.speculative_generate(target, drafter, prompts, np.full((N_SAMPLES,), prompts.shape[1]), gamma=2,
+                                     max_new_tokens=2, sampling=sampling, rng=jax.random.PRNGKey(0),
+                                     lenience=lenience, batch_size=ROWS)
+  counts = np.zeros((V, V))
+  np.add.at(counts, (out.tokens[:, 0], out.tokens[:, 1]), 1)
+  return counts, stats_util.exact_joint(target, sampling)
+
+
+def test_refill_sampling_is_exact(small_pair):
+  counts, joint = _refill_counts(*small_pair, lenience=1.0)
+  assert counts.sum() == N_SAMPLES
+  assert stats_util.chi2_pvalue(counts, joint) > 1e-3
+
+
+def test_refill_check_has_power(small_pair):
+  counts, joint = _refill_counts(*small_pair, lenience=0.3)
+  assert stats_util.chi2_pvalue(counts, joint) < 1e-3
+
+
+def test_bad_batch_size_is_an_error(target, queue):
+  with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    specjax.generate(target, *queue, max_new_tokens=N, batch_size=0)
+  with pytest.raises(ValueError, match="does not support mesh"):
+    specjax.generate(target, *queue, max_new_tokens=N, batch_size=2, mesh=specjax.sharding.make_mesh("1x1"))
