@@ -31,6 +31,7 @@ def get_config(arg: str | None = None):
   c.prompt = ""         # your own prompt (text); see specjax/prompts.py
   c.prompts_file = ""   # one prompt per line, or JSON chat message lists
   c.chat = False        # apply the tokenizer's chat template to plain prompts
+  c.refill = False      # True: more prompts than batch_size run batch_size rows at a time, refilled as rows finish
   c.seed = 0
   c.repeats = 3         # timed runs of each decoder after one compile run
   c.mesh = ""           # e.g. "2x4" (data x model); empty: one device

@@ -32,7 +32,7 @@ DRAFTER_KINDS = ("draft_model", "ngram", "specinfer", "medusa", "table", "mtp", 
 RUN_DEFAULTS = dict(drafter_kind="draft_model", ngram_n=3, gamma=4, batch_size=1, prompt_len=32,
                     max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1,
                     stop_at_eos=True, seed=0, repeats=3, mesh="", distributed=False, prompt="", prompts_file="",
-                    chat=False)
+                    chat=False, refill=False)
 
 
 def with_defaults(config):
@@ -93,6 +93,10 @@ def make_drafter(config, drafter_model, target=None):
     return {"table": specjax.drafters.TableDrafter, "mtp": specjax.drafters.MTP,
             "dflash": specjax.drafters.DFlash}[kind].from_config(config, target)
   if kind == "draft_model":
+    from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
+    folder = draft_lm.resolve(config.drafter.get("checkpoint")) if config.get("drafter") else None
+    if folder is not None:  # a truncated-vocabulary drafter built on the target's own embedding
+      return draft_lm.load_drafter(folder, target)
     return specjax.drafters.DraftModel(drafter_model)
   if kind == "ngram":
     return specjax.drafters.NGram(config.ngram_n)
@@ -116,8 +120,10 @@ def run(config, verbose: bool = True) -> dict:
     config.drafter = dict(family="decoder", vocab_size=264, d_model=32, num_layers=1, num_heads=2,
                           num_kv_heads=2, head_dim=16, mlp_dim=64)
   target, tok = load_model(config.target, config.seed)
+  from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
   drafter_model = (load_model(config.drafter, config.seed + 1)[0]
-                   if config.drafter_kind in ("draft_model", "specinfer") else None)
+                   if config.drafter_kind in ("draft_model", "specinfer")
+                   and draft_lm.resolve(config.drafter.get("checkpoint")) is None else None)
   drafter = make_drafter(config, drafter_model, target)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
   prompts, lengths = prompts_lib.from_config(config, tok, target.vocab_size)
@@ -128,6 +134,8 @@ def run(config, verbose: bool = True) -> dict:
     eos_id = tok.eos_id
   common = dict(max_new_tokens=config.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(config.seed),
                 eos_id=eos_id)
+  if config.refill and len(prompts) > config.batch_size:  # continuous refill: batch_size rows at a time
+    common["batch_size"] = int(config.batch_size)
   mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   if mesh is not None:
     target = specjax.shard(target, mesh)
@@ -155,7 +163,9 @@ def run(config, verbose: bool = True) -> dict:
       "drafter": config.drafter_kind,
       "gamma": config.gamma,
       "drafted_nodes": num_nodes - 1,  # per verify pass
-      "batch_size": int(prompts.shape[0]),
+      "batch_size": int(common.get("batch_size", prompts.shape[0])),
+      "num_prompts": int(prompts.shape[0]),
+      "refill": "batch_size" in common,
       "temperature": config.temperature,
       "top_k": config.top_k,
       "top_p": config.top_p,
