@@ -51,4 +51,4 @@ def get_config(arg: str | None = None):
   return c
 
 
-STEP_OVERHEAD_US = 0  # filled in from benchmarks/dryrun/chinchilla70b_4b.json (see README)
+STEP_OVERHEAD_US = 726  # benchmarks/dryrun/chinchilla70b_4b.json: calibration.value_s (fitted on Chen's drafter)

@@ -284,7 +284,7 @@ def dry_run(config) -> dict:
   acc = hardware.get(cfg.get("hardware", "tpu_v4"))
   if cfg.get("collective_latency_us") is not None:  # legacy diagnostic override
     acc = dataclasses.replace(acc, collective_latency_s=float(cfg["collective_latency_us"]) * 1e-6)
-  mesh = sharding.make_mesh(cfg.get("mesh", "1x1"))
+  mesh = sharding.factored_mesh(sharding.make_mesh(cfg.get("mesh", "1x1")))  # the layout shard() uses
   gamma, batch, prompt_len = int(cfg["gamma"]), int(cfg["batch_size"]), int(cfg["prompt_len"])
   max_len = prompt_len + int(cfg["max_new_tokens"]) + gamma + 1
   alpha = float(cfg.get("alpha", 0.75))

