@@ -100,8 +100,8 @@ def test_greedy_equals_autoregressive(batch=3):
   counts = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (vocab_size,), 0, 100))
   subset = vocab.top_k_subset(counts, k)
   cfg = draft_lm.DraftLMConfig(vocab_size=vocab_size, embed_dim=target.config.d_model, out_vocab=k, d_model=32,
-                               num_layers=2, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64)
-  drafters = [specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=5), jnp.asarray(subset)),
+                               num_layers=2, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64, frozen_head=True)
+  drafters = [specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=5, subset_K=subset), jnp.asarray(subset)),
               specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset))]
   prompts, lengths = stats_util.prompts(batch, vocab=vocab_size)
   ref = specjax.generate(target, prompts, lengths, max_new_tokens=24)
@@ -148,6 +148,11 @@ def test_subset_helpers_and_errors(tmp_path):
   loaded = draft_lm.load_drafter(tmp_path / "d", target)
   np.testing.assert_array_equal(loaded.subset_K, [1, 5, 7, 9])
   assert loaded.num_params == small.num_params - 16 * 32  # the target's embedding is not the drafter's
+  from specjax import run as sj_run  # pylint: disable=import-outside-toplevel
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  config = ml_collections.ConfigDict({"drafter_kind": "draft_model", "drafter": {"checkpoint": str(tmp_path / "d")}})
+  from_run = sj_run.make_drafter(config, None, target)  # what `python -m specjax.run` builds for the bundle
+  np.testing.assert_array_equal(from_run.subset_K, [1, 5, 7, 9])
   with pytest.raises(specjax.checkpoint.CheckpointError, match="vocab_size=16 differs"):
     draft_lm.load(tmp_path / "d", testing.tiny_decoder(32, seed=0))
   with pytest.raises(ValueError, match="out_vocab=17"):

@@ -5,13 +5,15 @@ embedding and ``d x V`` LM head. This module keeps both small:
 
 * input: the TARGET's own embedding ``[V, E]`` (frozen, never stored: spliced in from the target at
   load time), then a learned ``E -> d_model`` projection;
-* output: a learned ``d_model x K`` head over ``K`` token ids ``subset_K``
-  (:mod:`specjax.drafters.vocab`; lossless truncation, q is zero outside the subset).
+* output: logits over ``K`` token ids ``subset_K`` (:mod:`specjax.drafters.vocab`; lossless
+  truncation, q is zero outside the subset): with ``frozen_head`` (FR-Spec's choice) a learned
+  ``d_model -> E`` projection, a norm, then the TARGET's LM-head columns of the subset (frozen, from
+  the target at load time); otherwise a learned ``d_model x K`` head.
 
 The blocks are :class:`specjax.models.decoder.Block` (same cache, masks and RoPE as the target),
 so ``api.start``/``api.forward`` and :class:`specjax.drafters.DraftModel` drive it unchanged.
 A bundle folder holds ``config.json`` (family ``draft_lm``), ``model.safetensors`` (every param
-but ``frozen_embed``, bf16) and ``vocab_subset.npy``; :func:`load_drafter` rebuilds it for a target.
+but the frozen ones, bf16) and ``vocab_subset.npy``; :func:`load_drafter` rebuilds it for a target.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ from specjax.models.decoder import Block, DecoderConfig, _norm
 from specjax.models.layers import Init, param_with_axes
 
 FROZEN = "frozen_embed"
+FROZEN_HEAD = "frozen_unembed"
+FROZEN_KEYS = (FROZEN, FROZEN_HEAD)
 SUBSET_FILE = "vocab_subset.npy"
 FAMILY = "draft_lm"
 
@@ -40,6 +44,7 @@ class DraftLMConfig(DecoderConfig):
   ``out_vocab``: K, the width of the output head (0: vocab_size)."""
   embed_dim: int = 64
   out_vocab: int = 0
+  frozen_head: bool = False  # logits = norm(h @ up) @ target_unembed[:, subset]
 
   def __post_init__(self):
     super().__post_init__()
@@ -57,7 +62,7 @@ class DraftLM(nn.Module):
 
   @staticmethod
   def stored_params(params) -> int:
-    return sum(x.size for k, x in traverse_util.flatten_dict(params, sep="/").items() if k != FROZEN)
+    return sum(x.size for k, x in traverse_util.flatten_dict(params, sep="/").items() if k not in FROZEN_KEYS)
 
   @nn.compact
   def __call__(self, tokens_BxT, positions_BxT=None, cache: kv_cache.KVCache | None = None, new_mask_TxT=None):
@@ -79,25 +84,38 @@ class DraftLM(nn.Module):
     for i in range(cfg.num_layers):
       x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, mask, cache)
     hidden = _norm(cfg, "final_norm")(x)
+    if cfg.frozen_head:
+      up_DxE = param_with_axes(self, "head_proj", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.embed_dim),
+                               ("embed", "mlp"))
+      head_ExK = jax.lax.stop_gradient(self.param(FROZEN_HEAD, Init.normal(cfg.embed_dim ** -0.5),
+                                                  (cfg.embed_dim, cfg.num_outputs)))
+      g = _norm(cfg, "head_norm")(hidden @ up_DxE.astype(dt))
+      return (g @ head_ExK.astype(dt)).astype(jnp.float32), hidden, cache
     head_DxK = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.num_outputs),
                                ("embed", "vocab"))
     return (hidden @ head_DxK.astype(dt)).astype(jnp.float32), hidden, cache
 
 
-def target_embedding(target) -> jax.Array:
-  """The target's input embedding ``[V, E]`` (as the target looks it up, before any scaling)."""
+def frozen_params(cfg: DraftLMConfig, target, subset_K=None) -> dict:
+  """The params a bundle does not store, taken from the target: its embedding (and LM-head columns)."""
   from specjax.models import heads  # pylint: disable=import-outside-toplevel
-  return heads.target_io(target)[0]
-
-
-def init(cfg: DraftLMConfig, target, seed: int = 0) -> bundle.Model:
-  """A random DraftLM whose frozen input embedding is the target's."""
-  embed = target_embedding(target)
+  embed, unembed = heads.target_io(target)
   if embed.shape != (cfg.vocab_size, cfg.embed_dim):
     raise ValueError(f"target embedding is {tuple(embed.shape)}; the config expects "
                      f"(vocab_size={cfg.vocab_size}, embed_dim={cfg.embed_dim})")
+  out = {FROZEN: jnp.asarray(embed, jnp.float32)}
+  if cfg.frozen_head:
+    if subset_K is None and cfg.num_outputs != cfg.vocab_size:
+      raise ValueError("a frozen_head draft_lm with out_vocab < vocab_size needs its subset_K")
+    cols = unembed if subset_K is None else jnp.take(unembed, jnp.asarray(subset_K), axis=1)
+    out[FROZEN_HEAD] = jnp.asarray(cols, jnp.float32)
+  return out
+
+
+def init(cfg: DraftLMConfig, target, seed: int = 0, subset_K=None) -> bundle.Model:
+  """A random DraftLM whose frozen parts are the target's."""
   model = bundle.init_model(DraftLM(cfg), seed)
-  return model.replace(params={**model.params, FROZEN: jnp.asarray(embed, jnp.float32)})
+  return model.replace(params={**model.params, **frozen_params(cfg, target, subset_K)})
 
 
 def resolve(name) -> pathlib.Path | None:
@@ -127,7 +145,7 @@ def save(model: bundle.Model, subset_K, folder, dtype: str = "bfloat16", extra: 
   if subset_K.size != model.config.num_outputs:
     raise ValueError(f"vocab subset has K={subset_K.size} ids but the head has out_vocab={model.config.num_outputs}")
   flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
-  save_file({k: np.asarray(v, np.float32).astype(_np_dtype(dtype)) for k, v in flat.items() if k != FROZEN},
+  save_file({k: np.asarray(v, np.float32).astype(_np_dtype(dtype)) for k, v in flat.items() if k not in FROZEN_KEYS},
             str(folder / "model.safetensors"))
   np.save(folder / SUBSET_FILE, subset_K)
   meta = {"family": FAMILY, "config": dataclasses.asdict(model.config), **(extra or {})}
@@ -164,7 +182,7 @@ def load(folder, target) -> tuple[bundle.Model, np.ndarray]:
   vocab.check_subset(subset_K, target.vocab_size, str(paths[2]))
   if subset_K.size != cfg.num_outputs:
     raise CheckpointError(f"{paths[2]}: K={subset_K.size} ids but the head has out_vocab={cfg.num_outputs}")
-  flat[FROZEN] = np.asarray(target_embedding(target), np.float32)
+  flat.update({k: np.asarray(v, np.float32) for k, v in frozen_params(cfg, target, subset_K).items()})
   model = from_flat_params(DraftLM(cfg), flat, source=str(paths[1]))
   return model, subset_K.astype(np.int32)
 

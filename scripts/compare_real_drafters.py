@@ -1,0 +1,167 @@
+"""Drafters for a real target measured on held-out prompts: alpha, tokens per pass, c, v, tok/s.
+
+  nice -n 10 python scripts/compare_real_drafters.py            # SmolLM2-135M-Instruct, B 1 and 8, T 0 and 1
+  nice -n 10 python scripts/compare_real_drafters.py --batch_sizes=1 --temperatures=0 --max_new_tokens=64
+
+Prompts: the held-out split of ``scripts/make_real_data.py`` (stdlib files and gettext catalogues
+that no training row came from), a fixed mix of code / "Translate to German" chat / English text.
+B=8 runs the 8 prompts as one batch; B=1 runs the first ``--b1_prompts`` one at a time (tokens and
+times summed). Per row: the autoregressive baseline and the speculative run timed alternately
+(``measure.paired_times``) after a compile run; ``c`` = one drafting round / gamma / one target
+step and ``v`` = one verify pass / one target step (``measure.costs``); expected speedup =
+tokens per pass / (gamma c + v). ``c (full V)``: the same drafter architecture with a full-vocabulary
+head (random weights; only its cost matters), i.e. what truncation saves.
+Writes ``real.{json,md}`` under ``--out_dir``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import pathlib
+import sys
+
+from absl import app, flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+import specjax
+from specjax import measure, theory
+from specjax.data import generated
+from specjax.models import draft_lm
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("target", "smollm2-135m-instruct", "target checkpoint")
+flags.DEFINE_string("drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
+flags.DEFINE_string("data", "", "data folder of make_real_data.py (its held-out prompts)")
+flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram")
+flags.DEFINE_list("batch_sizes", "1,8", "batch sizes")
+flags.DEFINE_list("temperatures", "0,1", "temperatures")
+flags.DEFINE_integer("gamma", 5, "draft length of draft_lm")
+flags.DEFINE_integer("ngram_gamma", 4, "draft length of n-gram")
+flags.DEFINE_integer("max_new_tokens", 96, "tokens per row")
+flags.DEFINE_integer("b1_prompts", 3, "prompts run one at a time for B=1")
+flags.DEFINE_integer("repeats", 1, "timed runs of each decoder after the compile run")
+flags.DEFINE_string("out_dir", "benchmarks/real", "where real.{json,md} go")
+
+MIX = ("code", "ende", "text", "code", "ende", "text", "code", "ende")
+
+
+def held_out_prompts(folder, tok) -> list[list[int]]:
+  rows = json.loads((pathlib.Path(folder) / "prompts_held_out.json").read_text())
+  by_kind = {k: [r["ids"] for r in rows if r["kind"] == k] for k in set(MIX)}
+  used = {k: 0 for k in by_kind}
+  out = []
+  for k in MIX:
+    out.append(by_kind[k][used[k]])
+    used[k] += 1
+  del tok
+  return out
+
+
+def pad(rows, width):
+  out = np.zeros((len(rows), width), np.int32)
+  for i, r in enumerate(rows):
+    out[i, :len(r)] = r
+  return out, np.array([len(r) for r in rows], np.int32)
+
+
+def full_vocab_twin(drafter, target):
+  """The drafter's architecture with a full-vocabulary head (random): c without truncation."""
+  cfg = dataclasses.replace(drafter.model.config, out_vocab=0)
+  return specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=0))
+
+
+def measure_row(target, drafter, batches, gamma, sampling, eos_id):
+  """Sums over the batches (B=1: one prompt each): tokens, seconds, stats."""
+  tot = dict(ar_tokens=0, ar_s=0.0, spec_tokens=0, spec_s=0.0, iters=0, row_iters=0, accepted=0.0,
+             alpha_w=0.0, identical=True)
+  for prompts, lengths in batches:
+    common = dict(max_new_tokens=FLAGS.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(0), eos_id=eos_id)
+    base, spec, t_base, t_spec = measure.paired_times(
+        lambda: specjax.generate(target, prompts, lengths, **common),
+        lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, **common),
+        FLAGS.repeats)
+    st = spec.stats
+    tot["ar_tokens"] += int(base.lengths.sum())
+    tot["ar_s"] += t_base
+    tot["spec_tokens"] += int(spec.lengths.sum())
+    tot["spec_s"] += t_spec
+    tot["iters"] += st["iterations"]
+    tot["row_iters"] += st["row_iterations"]
+    tot["accepted"] += st["mean_accepted"] * st["row_iterations"]
+    tot["alpha_w"] += st["alpha"] * st["row_iterations"]
+    tot["identical"] &= bool(np.array_equal(spec.tokens, base.tokens))
+  prompts, lengths = batches[0]
+  max_len = prompts.shape[1] + FLAGS.max_new_tokens + gamma + 1
+  c, v = measure.costs(target, drafter, prompts, lengths, gamma, gamma + 1, sampling, max_len)
+  return tot, c, v
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  target, tok = specjax.load_pretrained(FLAGS.target)
+  data = pathlib.Path(FLAGS.data or generated.default_out(FLAGS.target)).expanduser()
+  rows8 = held_out_prompts(data, tok)
+  width = max(map(len, rows8))
+  drafters = {}
+  if "draft_lm" in FLAGS.families:
+    drafters["draft_lm"] = (draft_lm.load_drafter(FLAGS.drafter, target), FLAGS.gamma)
+  if "ngram" in FLAGS.families:
+    drafters["ngram"] = (specjax.drafters.NGram(3), FLAGS.ngram_gamma)
+  out_dir = pathlib.Path(FLAGS.out_dir)
+  out_dir.mkdir(parents=True, exist_ok=True)
+  results = []
+  combos = [(f, int(b), float(t)) for f in drafters for b in FLAGS.batch_sizes for t in FLAGS.temperatures]
+  for family, b, t in tqdm(combos, desc="real drafters"):
+    drafter, gamma = drafters[family]
+    sampling = specjax.Sampling(t)
+    if b == 1:  # one prompt at a time, all padded to one width: one compile
+      batches = [pad([r], width) for r in rows8[:FLAGS.b1_prompts]]
+    else:
+      batches = [pad([rows8[i % len(rows8)] for i in range(b)], width)]
+    tot, c, v = measure_row(target, drafter, batches, gamma, sampling, tok.eos_id)
+    ri = max(tot["row_iters"], 1)
+    alpha, tpi = tot["alpha_w"] / ri, 1 + tot["accepted"] / ri
+    ar, sp = tot["ar_tokens"] / tot["ar_s"], tot["spec_tokens"] / tot["spec_s"]
+    row = {"family": family, "batch_size": b, "temperature": t, "gamma": gamma,
+           "drafter_params": drafter.num_params, "alpha": round(alpha, 4), "tokens_per_pass": round(tpi, 3),
+           "c": round(c, 4), "v": round(v, 3), "ar_tok_s": round(ar, 2), "spec_tok_s": round(sp, 2),
+           "speedup": round(sp / ar, 3), "expected_speedup": round(tpi / (gamma * c + v), 3),
+           "formula_speedup": round(float(theory.walltime_improvement(alpha, gamma, c, v)), 3),
+           "identical_at_t0": tot["identical"] if t == 0 else None, "generated_tokens": tot["spec_tokens"],
+           "prompts": len(batches) * b}
+    if family == "draft_lm":
+      twin = full_vocab_twin(drafter, target)
+      p0, l0 = batches[0]
+      row["c_full_vocab"] = round(measure.costs(target, twin, p0, l0, gamma, gamma + 1, sampling,
+                                                p0.shape[1] + FLAGS.max_new_tokens + gamma + 1)[0], 4)
+      row["k"] = int(drafter.subset_K.shape[0])
+    results.append(row)
+    meta = {"argv": sys.argv, "target": FLAGS.target, "drafter": FLAGS.drafter, "max_new_tokens": FLAGS.max_new_tokens,
+            "devices": [str(d) for d in jax.devices()], "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "note": "2 CPU cores shared with other jobs; AR and speculative timed alternately"}
+    (out_dir / "real.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=2) + "\n")
+    (out_dir / "real.md").write_text(markdown(results) + "\n")
+  print(markdown(results))
+
+
+def markdown(rows) -> str:
+  lines = ["| drafter | B | T | γ | params | α | tokens/pass | c | c (full V) | v | AR tok/s | spec tok/s | speedup "
+           "| expected | formula | = AR at T=0 |", "|" + "---|" * 16]
+  for r in rows:
+    same = {True: "yes", False: "**NO**", None: "n/a"}[r["identical_at_t0"]]
+    cf = f"{r['c_full_vocab']:.3f}" if "c_full_vocab" in r else "–"
+    name = r["family"] + (f" (K={r['k']})" if "k" in r else "")
+    lines.append(f"| {name} | {r['batch_size']} | {r['temperature']:g} | {r['gamma']} | {r['drafter_params']:,} "
+                 f"| {r['alpha']:.3f} | {r['tokens_per_pass']:.2f} | {r['c']:.3f} | {cf} | {r['v']:.2f} "
+                 f"| {r['ar_tok_s']:.1f} | {r['spec_tok_s']:.1f} | {r['speedup']:.2f}x | {r['expected_speedup']:.2f}x "
+                 f"| {r['formula_speedup']:.2f}x | {same} |")
+  return "\n".join(lines)
+
+
+if __name__ == "__main__":
+  app.run(main)

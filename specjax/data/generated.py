@@ -1,0 +1,36 @@
+"""Reading the target-generated data that ``scripts/make_real_data.py`` writes.
+
+A data folder holds ``shards/NNNNN.npz`` (train) and ``held_out/NNNNN.npz``, each one batch:
+``prompts`` [B, P] (right-padded), ``prompt_lengths``, ``tokens`` [B, T] (the target's greedy
+continuation, pad past ``lengths``), ``lengths``, ``kinds`` (code / ende / text), ``sources``.
+"""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+from specjax import loading
+
+
+def default_out(target: str) -> pathlib.Path:
+  """``~/.cache/specjax/data/<target name>`` (``$SPECJAX_CACHE`` moves it)."""
+  return loading.cache_dir() / "data" / pathlib.Path(target).name.replace(".gguf", "")
+
+
+def load_shards(folder, split: str = "shards") -> dict:
+  """All shards of a data folder concatenated (prompts, prompt_lengths, tokens, lengths, kinds);
+  ``split`` "shards" (train) or "held_out"."""
+  files = sorted((pathlib.Path(folder) / split).glob("[0-9]*[0-9].npz"))
+  if not files:
+    raise FileNotFoundError(f"no shards under {folder}/{split}; run scripts/make_real_data.py")
+  parts = [dict(np.load(f)) for f in files]
+  return {k: np.concatenate([p[k] for p in parts]) for k in ("prompts", "prompt_lengths", "tokens", "lengths", "kinds")}
+
+
+def token_counts(folder, vocab_size: int) -> np.ndarray:
+  d = load_shards(folder)
+  valid = np.arange(d["tokens"].shape[1])[None] < d["lengths"][:, None]
+  return np.bincount(d["tokens"][valid].ravel(), minlength=vocab_size).astype(np.int64)
+
+
