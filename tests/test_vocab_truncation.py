@@ -93,8 +93,24 @@ def test_check_rejects_a_missing_d2t_map(setup, monkeypatch):
   assert pvalue < 1e-6
 
 
+def make_mtp(target):
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  cfg = heads.MTPConfig(vocab_size=target.vocab_size, d_model=target.config.d_model, mlp_dim=64)
+  return specjax.drafters.MTP(heads.init_head(heads.MTPHead(cfg), 1))
+
+
+def make_dflash(target, block_size):
+  from specjax.models import block_drafter, heads  # pylint: disable=import-outside-toplevel
+  tc = target.config
+  cfg = block_drafter.BlockDrafterConfig(
+      vocab_size=tc.vocab_size, d_model=tc.d_model, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=64,
+      target_layers=block_drafter.spaced_layers(tc.num_layers, 2), block_size=block_size)
+  return specjax.drafters.DFlash(heads.init_head(block_drafter.BlockDrafter(cfg), 2))
+
+
 def test_greedy_equals_autoregressive(batch=3):
-  """Ragged batch of 3 (one full-width row); both a K-wide head and a V-wide model cut to K."""
+  """Ragged batch of 3 (one full-width row): a K-wide head (draft_lm), a V-wide model cut to K, and
+  MTP / DFlash heads reading only the subset's LM-head columns."""
   vocab_size, k = 64, 24
   target = testing.tiny_decoder(vocab_size, seed=0)
   counts = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (vocab_size,), 0, 100))
@@ -102,13 +118,15 @@ def test_greedy_equals_autoregressive(batch=3):
   cfg = draft_lm.DraftLMConfig(vocab_size=vocab_size, embed_dim=target.config.d_model, out_vocab=k, d_model=32,
                                num_layers=2, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64, frozen_head=True)
   drafters = [specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=5, subset_K=subset), jnp.asarray(subset)),
-              specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset))]
+              specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset)),
+              make_mtp(target).replace(subset_K=jnp.asarray(subset)),
+              make_dflash(target, block_size=4).replace(subset_K=jnp.asarray(subset))]
   prompts, lengths = stats_util.prompts(batch, vocab=vocab_size)
   ref = specjax.generate(target, prompts, lengths, max_new_tokens=24)
   for drafter in drafters:
     out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=3, max_new_tokens=24)
     np.testing.assert_array_equal(out.tokens, ref.tokens)
-    assert out.stats["accepted_per_position"][0] > 0 or drafter is drafters[0]
+    assert out.stats["accepted_per_position"][0] > 0 or drafter is not drafters[1]
     assert set(np.unique(ref.tokens)) - set(subset), "the target must emit tokens the drafter cannot propose"
 
 

@@ -22,6 +22,7 @@ import flax
 import jax
 import jax.numpy as jnp
 
+from specjax.drafters import vocab
 from specjax.drafters.base import Draft, DrafterBase
 from specjax.models import block_drafter, heads, kv_cache
 from specjax.models.bundle import Model
@@ -39,6 +40,7 @@ class DFlashState:
 @flax.struct.dataclass
 class DFlash(DrafterBase):
   head: Model  # a BlockDrafter bundle (specjax.models.block_drafter)
+  subset_K: jax.Array | None = None  # truncated draft vocabulary (specjax.drafters.vocab); None: all
   name = "dflash"
 
   @property
@@ -70,6 +72,8 @@ class DFlash(DrafterBase):
 
   def check_compatible(self, target) -> None:
     heads.check_head(self.head, target, "DFlash drafter")
+    if self.subset_K is not None:
+      vocab.check_subset(self.subset_K, target.vocab_size, "DFlash")
     n = target.config.num_layers
     if any(not 0 <= i < n for i in self.feature_layers):
       raise ValueError(f"DFlash target_layers={self.feature_layers} name layers outside the target's 0..{n - 1}")
@@ -83,6 +87,8 @@ class DFlash(DrafterBase):
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
     b, p = prompts_BxP.shape
     embed, unembed = heads.target_io(target)
+    if self.subset_K is not None:  # truncated draft vocabulary: only the subset's LM-head columns
+      unembed = jnp.take(unembed, self.subset_K, axis=1)
     out = target.module.apply({"params": target.params}, prompts_BxP, return_layer_hidden=True)
     feat = block_drafter.features(out[3], self.feature_layers)
     k_new, v_new = self._context(feat, jnp.broadcast_to(jnp.arange(p)[None], (b, p)))
@@ -104,7 +110,8 @@ class DFlash(DrafterBase):
     mask = block_drafter.block_mask(ctx_visible, jnp.zeros((q_len,), jnp.int32))
     hidden = self._apply(tok_emb, is_mask, positions, state.ctx_k_LxBxSxKxD, state.ctx_v_LxBxSxKxD, mask)
     logits_BxGxV = (hidden[:, 1:] @ state.unembed_ExV.astype(hidden.dtype)).astype(jnp.float32)
-    drafts_BxG, q_BxGxV = sampling.draw(rng, logits_BxGxV)  # independent draws; q None when greedy
+    drafts_BxG, q_BxGxV = vocab.draw(sampling, rng, logits_BxGxV, self.subset_K,
+                                     state.embed_VxE.shape[0])  # independent draws; q None when greedy
     return state, Draft(drafts_BxG, q_BxGxV)
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):

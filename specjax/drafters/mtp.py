@@ -14,6 +14,7 @@ import flax
 import jax
 import jax.numpy as jnp
 
+from specjax.drafters import vocab
 from specjax.drafters.base import Draft, DrafterBase
 from specjax.models import heads
 from specjax.models.bundle import Model
@@ -29,6 +30,7 @@ class MTPState:
 @flax.struct.dataclass
 class MTP(DrafterBase):
   head: Model  # an MTPHead bundle (specjax.models.heads)
+  subset_K: jax.Array | None = None  # truncated draft vocabulary (specjax.drafters.vocab); None: all
   name = "mtp"
 
   @property
@@ -45,10 +47,14 @@ class MTP(DrafterBase):
 
   def check_compatible(self, target) -> None:
     heads.check_head(self.head, target, "MTP head")
+    if self.subset_K is not None:
+      vocab.check_subset(self.subset_K, target.vocab_size, "MTP")
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
     del max_len
     embed, unembed = heads.target_io(target)
+    if self.subset_K is not None:  # truncated draft vocabulary: only the subset's LM-head columns
+      unembed = jnp.take(unembed, self.subset_K, axis=1)
     _, hidden_BxPxE, _ = target.module.apply({"params": target.params}, prompts_BxP)
     idx_B = jnp.maximum(prompt_lengths_B - 2, 0)
     h_BxE = jnp.take_along_axis(hidden_BxPxE, idx_B[:, None, None], 1)[:, 0]
@@ -66,7 +72,8 @@ class MTP(DrafterBase):
     def body(carry, step_rng):
       h_BxE, token_B = carry
       g_BxE, logits_BxV = self.step(state, h_BxE, token_B)
-      draft_B, q_BxV = sampling.draw(step_rng, logits_BxV)  # q None when greedy
+      draft_B, q_BxV = vocab.draw(sampling, step_rng, logits_BxV, self.subset_K,
+                                  state.embed_VxE.shape[0])  # q None when greedy
       return (g_BxE.astype(h_BxE.dtype), draft_B), (draft_B, q_BxV)
 
     _, (tokens_GxB, q_GxBxV) = jax.lax.scan(body, (state.hidden_BxE, last_B), jax.random.split(rng, gamma))
