@@ -4,7 +4,8 @@
   python scripts/profile_step.py --target=smollm2-135m-instruct --drafter=ngram --out_name=smollm2
   python scripts/profile_step.py --batch_sizes=1 --max_new_tokens=16 --repeats=1 --out_dir=/tmp/p  # smoke
 
-For each batch size, one process, everything timed alternately (median of ``--repeats``):
+For each batch size, in one process (median of ``--repeats``; generate and the minimal loop are
+timed alternately):
 
 * **autoregressive**: ``specjax.generate``'s time per token vs a minimal hand-written JAX loop over
   the same weights (``fori_loop``, one shared position, ``dynamic_update_slice`` into the stacked
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import specjax
-from specjax import accept, decode, sampling as sampling_lib
+from specjax import accept, decode, measure, sampling as sampling_lib
 from specjax import tree as tree_lib
 from specjax.loading import load_pretrained
 from specjax.models import api
@@ -114,8 +115,9 @@ def profile_batch(target, drafter, b, cfg, rates) -> dict:
   max_len = p + n + g + 2
   # -- autoregressive: specjax vs the minimal loop, alternately
   minimal = profiling.minimal_greedy_loop(target, b, p, n, max_len)
-  t_gen = _median(lambda: specjax.generate(target, prompts, lengths, max_new_tokens=n, max_len=max_len).tokens, reps)
-  t_min = _median(lambda: minimal(target.params, prompts), reps)
+  _, _, t_gen, t_min = measure.paired_times(  # alternately, so load drifts hit both
+      lambda: specjax.generate(target, prompts, lengths, max_new_tokens=n, max_len=max_len).tokens,
+      lambda: minimal(target.params, prompts), reps)
   same = bool((np.asarray(minimal(target.params, prompts)) ==
                specjax.generate(target, prompts, lengths, max_new_tokens=n, max_len=max_len).tokens).all())
   step = profiling.step_cost(target, b, p + n // 2, max_len)
