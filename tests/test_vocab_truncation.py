@@ -12,6 +12,7 @@ import stats_util  # tests/ is on sys.path under pytest
 
 import specjax
 from specjax import accept, testing
+from specjax import tree as tree_lib
 from specjax.drafters import vocab
 from specjax.models import draft_lm
 
@@ -55,6 +56,18 @@ def test_truncating_a_full_vocab_drafter_is_exact(setup):
   drafter = specjax.drafters.DraftModel(testing.tiny_decoder(V, seed=3, weight_scale=1.0, num_layers=1),
                                         jnp.asarray(subset))
   counts, st, joint = counts_and_joint(target, drafter, sampling)
+  assert 0.05 < st["acceptance_per_position"][0] < 0.95
+  assert stats_util.chi2_pvalue(counts, joint) > 1e-3
+
+
+def test_truncated_medusa_tree_is_exact(setup):
+  """Medusa heads over the subset's LM-head columns, a 2-wide tree of Gumbel top-k siblings (drawn
+  without replacement over K; q scattered to the full vocabulary for recursive rejection sampling)."""
+  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+  target, _, subset = setup
+  drafter = medusa.Medusa.create(target, medusa.init_heads(None, 2, target.config.d_model),
+                                 paths=tree_lib.full_paths((2, 1)), subset_K=subset)
+  counts, st, joint = counts_and_joint(target, drafter)
   assert 0.05 < st["acceptance_per_position"][0] < 0.95
   assert stats_util.chi2_pvalue(counts, joint) > 1e-3
 
@@ -121,6 +134,13 @@ def test_greedy_equals_autoregressive(batch=3):
               specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset)),
               make_mtp(target).replace(subset_K=jnp.asarray(subset)),
               make_dflash(target, block_size=4).replace(subset_K=jnp.asarray(subset))]
+  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+  med = medusa.Medusa.create(target, medusa.init_heads(None, 3, target.config.d_model),
+                             paths=tree_lib.full_paths((2, 1, 1)), subset_K=subset)
+  out = specjax.speculative_generate(target, med, *stats_util.prompts(batch, vocab=vocab_size), gamma=3,
+                                     max_new_tokens=24)
+  np.testing.assert_array_equal(out.tokens, specjax.generate(target, *stats_util.prompts(batch, vocab=vocab_size),
+                                                             max_new_tokens=24).tokens)
   prompts, lengths = stats_util.prompts(batch, vocab=vocab_size)
   ref = specjax.generate(target, prompts, lengths, max_new_tokens=24)
   for drafter in drafters:

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax import tree as tree_lib
+from specjax.drafters import vocab
 from specjax.drafters.base import Draft, DrafterBase
 from specjax.drafters.specinfer import draw_children
 from specjax.models.bundle import Model
@@ -88,6 +89,9 @@ class Medusa(DrafterBase):
   acceptance: str = flax.struct.field(pytree_node=False, default="rejection")
   typical_epsilon: float = flax.struct.field(pytree_node=False, default=0.09)  # Medusa's posterior_threshold
   typical_delta: float = flax.struct.field(pytree_node=False, default=0.3)     # Medusa's posterior_alpha
+  # truncated draft vocabulary (specjax.drafters.vocab): lm_head_ExV then holds only these columns
+  subset_K: jax.Array | None = None
+  vocab_size: int = flax.struct.field(pytree_node=False, default=0)  # the target's, when truncated
   name = "medusa"
 
   @property
@@ -97,7 +101,13 @@ class Medusa(DrafterBase):
   @classmethod
   def create(cls, target: Model, heads: dict, paths=None, **kw) -> "Medusa":
     paths = tuple(tuple(p) for p in (paths if paths is not None else tree_lib.full_paths((3, 2, 1))))
-    return cls(heads, target_lm_head(target), paths, **kw)
+    lm_head = target_lm_head(target)
+    if kw.get("subset_K") is not None:  # only the subset's columns of the target's LM head
+      vocab.check_subset(kw["subset_K"], target.vocab_size, "Medusa")
+      kw["subset_K"] = jnp.asarray(kw["subset_K"], jnp.int32)
+      lm_head = jnp.take(lm_head, kw["subset_K"], axis=1)
+      kw["vocab_size"] = target.vocab_size
+    return cls(heads, lm_head, paths, **kw)
 
   def __post_init__(self):
     if self.acceptance not in ("rejection", "typical"):
@@ -129,6 +139,11 @@ class Medusa(DrafterBase):
     if target.is_encoder_decoder:
       raise ValueError("Medusa heads need a decoder-only target")
     e, v = self.lm_head_ExV.shape
+    if self.subset_K is not None:
+      vocab.check_subset(self.subset_K, target.vocab_size, "Medusa")
+      if v != self.subset_K.shape[0]:
+        raise ValueError(f"Medusa lm_head has {v} columns but its vocab subset has K={self.subset_K.shape[0]} ids")
+      v = self.vocab_size
     if v != target.vocab_size or e != target.config.d_model:
       raise ValueError(f"Medusa lm_head is [{e}, {v}] but the target has d_model={target.config.d_model}, "
                        f"vocab_size={target.vocab_size}")
@@ -152,6 +167,10 @@ class Medusa(DrafterBase):
     q_BxKxV = None if (sampling.greedy or typical) else sampling.probs(logits_BxKxV)  # top-k needs no q
     siblings = "topk" if (sampling.greedy or typical) else "without_replacement"
     ranked_BxKxW = draw_children(rng, logits_BxKxV, q_BxKxV, width, siblings, sampling.greedy)
+    if self.subset_K is not None:  # ranks over the subset's columns -> token ids; q over the full vocab
+      ranked_BxKxW = jnp.take(self.subset_K, ranked_BxKxW)
+      if q_BxKxV is not None:
+        q_BxKxV = vocab.scatter_probs(q_BxKxV, self.subset_K, self.vocab_size)
     tokens_BxG = ranked_BxKxW[:, depth, choice]
     q_BxGxV = None if (sampling.greedy or typical) else q_BxKxV[:, depth]
     return hidden_BxE, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=siblings,
