@@ -11,6 +11,8 @@ timed alternately):
   the same weights (``fori_loop``, one shared position, ``dynamic_update_slice`` into the stacked
   cache, argmax), and vs the floors: weight + KV bytes / the measured copy bandwidth, FLOPs / the
   measured matmul rate. The compiled step's ``cost_analysis()`` gives its FLOPs and bytes.
+* **op breakdown**: one ``generate`` under ``jax.profiler``, XLA op time summed by op kind (what
+  a profile of one step shows; wall time minus op time is the runtime's dispatch share).
 * **speculative iteration** split into draft (``drafter.propose``), verify (one target pass over
   ``gamma + 1`` tokens), accept (the rule on the verify logits) and commit (``drafter.commit`` and
   the row bookkeeping), each jitted alone, beside the whole iteration inside the loop
@@ -123,7 +125,11 @@ def profile_batch(target, drafter, b, cfg, rates) -> dict:
   step = profiling.step_cost(target, b, p + n // 2, max_len)
   floor_bytes_s = step["stream_bytes"] / rates["copy_bytes_per_s"]
   floor_flops_s = step["model_flops"] / rates["matmul_flops_per_s"]
-  row = {"batch": b, "ar_ms_per_step": 1e3 * t_gen / n, "minimal_ms_per_step": 1e3 * t_min / n,
+  ops = profiling.op_breakdown(
+      lambda: specjax.generate(target, prompts, lengths, max_new_tokens=n, max_len=max_len).tokens,
+      f"/tmp/specjax_profile_trace_b{b}")
+  row = {"batch": b, "ar_ms_per_step": 1e3 * t_gen / n, "ar_op_ms_per_step": ops["op_ms"] / n,
+         "ar_top_ops": [(k, round(v / n, 3), c // n) for k, v, c in ops["top"]], "minimal_ms_per_step": 1e3 * t_min / n,
          "ar_over_minimal": t_gen / t_min, "minimal_same_tokens": same,
          "floor_bytes_ms": 1e3 * floor_bytes_s, "floor_flops_ms": 1e3 * floor_flops_s, **step}
   # -- speculative iteration, piece by piece
@@ -190,6 +196,12 @@ def main(argv):
   (out_dir / f"profile_{_OUT_NAME.value}.md").write_text("\n".join(md) + "\n")
   (out_dir / f"profile_{_OUT_NAME.value}.json").write_text(
       json.dumps({"header": head, "rates": rates, "config": cfg, "rows": rows}, indent=1))
+  md += ["", "Where one autoregressive step's op time goes (jax.profiler; ms per step incl. the prefill's "
+         "share, summed over XLA's threads, so it can exceed wall time; ops per step):", ""]
+  for r in rows:
+    md.append(f"- B={r['batch']}: {r['ar_op_ms_per_step']:.2f} ms in ops of {r['ar_ms_per_step']:.2f} ms wall; "
+              + ", ".join(f"{k} {v:.2f} ({c})" for k, v, c in r["ar_top_ops"][:5]))
+  (out_dir / f"profile_{_OUT_NAME.value}.md").write_text("\n".join(md) + "\n")
   print("\n".join(md))
 
 

@@ -152,3 +152,35 @@ def full_cache_copies(hlo_text: str, cache_shape) -> list[str]:
   dims = ",".join(str(d) for d in cache_shape)
   pat = re.compile(r"= f32\[" + re.escape(dims) + r"\]\{[\d,]*\} (copy|transpose)\(")
   return [line.strip()[:200] for body in _loop_bodies(hlo_text) for line in body.splitlines() if pat.search(line)]
+
+
+def op_breakdown(fn, trace_dir: str, top: int = 8) -> dict:
+  """Runs ``fn`` (already compiled) under ``jax.profiler`` and sums XLA op time by op kind.
+
+  Returns ``{"op_ms": total op time, "ops": op count, "top": [(kind, ms, count), ...]}``; the
+  kind is the op name without its numeric suffix (``transpose_copy_fusion``, ``ynn_fusion``...).
+  Wall time minus op time is the runtime's own share (dispatch, thread wake-ups), which grows
+  on a loaded machine.
+  """
+  import collections  # pylint: disable=import-outside-toplevel
+  import glob  # pylint: disable=import-outside-toplevel
+  import gzip  # pylint: disable=import-outside-toplevel
+  import json  # pylint: disable=import-outside-toplevel
+  import shutil  # pylint: disable=import-outside-toplevel
+  shutil.rmtree(trace_dir, ignore_errors=True)
+  t0 = time.perf_counter()
+  with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+    jax.block_until_ready(fn())
+    wall = time.perf_counter() - t0
+  trace = json.load(gzip.open(glob.glob(f"{trace_dir}/**/perfetto_trace.json.gz", recursive=True)[0]))
+  events = trace["traceEvents"] if isinstance(trace, dict) else trace
+  ms, count = collections.Counter(), collections.Counter()
+  for e in events:
+    name = e.get("name", "")
+    if e.get("ph") != "X" or name.startswith(("$", "Thunk", "Pjit", "Common", "PjRt", "end:", "np.", "Slinky")):
+      continue  # python frames, runtime wrappers and waits: not XLA ops
+    kind = re.sub(r"[.\d]+$", "", name)
+    ms[kind] += e.get("dur", 0) / 1e3
+    count[kind] += 1
+  return {"wall_ms": 1e3 * wall, "op_ms": sum(ms.values()), "ops": sum(count.values()),
+          "top": [(k, round(v, 2), count[k]) for k, v in ms.most_common(top)]}

@@ -62,7 +62,7 @@ _RULES = (
 _CONFIG_FIELD = {"heads": "num_heads", "kv_heads": "num_kv_heads", "mlp": "mlp_dim", "vocab": "vocab_size",
                  "embed": "d_model", "kv": "head_dim", "batch": "batch"}
 
-CACHE_AXES = ("layers", "batch", "length", "kv_heads", "kv")  # KVCache buffers [L, B, S, K, D]
+CACHE_AXES = ("layers", "batch", "kv_heads", "length", "kv")  # KVCache buffers [L, B, K, S, D]
 
 
 def standard_logical_axis_rules() -> tuple[tuple[str, str | None], ...]:
@@ -397,14 +397,14 @@ def replicated(mesh: Mesh) -> NamedSharding:
 
 
 def cache_sharding(mesh: Mesh, rules=None, num_kv_heads: int | None = None, shape=None) -> NamedSharding:
-  """KV cache ``[layers, batch, len, kv_heads, head_dim]`` -> ``(None, 'data', None, 'model', None)``.
+  """KV cache ``[layers, batch, kv_heads, len, head_dim]`` -> ``(None, 'data', 'model', None, None)``.
 
   ``num_kv_heads`` (or the buffer's full ``shape``) applies the GQA/MQA rule: KV heads the
   ``model`` axis does not divide are replicated on it. A batch the ``data`` axis does not divide
   is an error (see :func:`check_batch`).
   """
   if shape is None and num_kv_heads is not None:
-    shape = (1, 0, 1, int(num_kv_heads), 1)  # only the kv_heads dim decides; batch is checked elsewhere
+    shape = (1, 0, int(num_kv_heads), 1, 1)  # only the kv_heads dim decides; batch is checked elsewhere
   if shape is not None:
     check_batch(int(shape[1]), mesh)
     shape = tuple(shape[:1]) + (0,) + tuple(shape[2:])  # batch: never silently replicated

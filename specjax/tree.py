@@ -204,13 +204,13 @@ def compact(cache, src_slots_BxD, dst_start_B):
   rows_BxD = jnp.broadcast_to(jnp.arange(b)[:, None], (b, d))
   dst_BxD = dst_start_B[:, None] + jnp.arange(d)[None, :]
 
-  def move(buf_LxBxSxKxD):  # one gather and one in-place scatter (no per-row vmap: see write_layer)
-    path_LxBxDxKxD = buf_LxBxSxKxD[:, rows_BxD, src_slots_BxD]
-    return buf_LxBxSxKxD.at[:, rows_BxD, dst_BxD].set(path_LxBxDxKxD, mode="drop")
+  def move(buf_LxBxKxSxD):  # one gather and one in-place scatter (no per-row vmap: see write_layer)
+    path_BxDxLxKxE = buf_LxBxKxSxD[:, rows_BxD, :, src_slots_BxD]  # split advanced indices lead
+    return buf_LxBxKxSxD.at[:, rows_BxD, :, dst_BxD].set(path_BxDxLxKxE, mode="drop")
 
   if hasattr(cache, "self_attn"):  # T5Cache wraps its decoder self-attention cache
     return cache.replace(self_attn=compact(cache.self_attn, src_slots_BxD, dst_start_B))
-  return cache.replace(k_LxBxSxKxD=move(cache.k_LxBxSxKxD), v_LxBxSxKxD=move(cache.v_LxBxSxKxD))
+  return cache.replace(k_LxBxKxSxD=move(cache.k_LxBxKxSxD), v_LxBxKxSxD=move(cache.v_LxBxKxSxD))
 
 
 # ----------------------------------------------------------------------------- one verify step

@@ -28,7 +28,7 @@ def _prompts(vocab):
 
 def _cache_shape(target, max_len):
   cfg = target.config
-  return (cfg.num_layers, B, max_len, cfg.num_kv_heads, cfg.head_dim)
+  return (cfg.num_layers, B, cfg.num_kv_heads, max_len, cfg.head_dim)
 
 
 def test_autoregressive_loop_has_no_full_cache_copy(target):
@@ -67,9 +67,9 @@ def test_copy_detector_sees_the_old_per_row_vmap_write(target):
 
 
 def test_write_layer_drops_slots_past_the_end():
-  buf = jnp.zeros((1, 2, 4, 1, 1))
+  buf = jnp.zeros((1, 2, 1, 4, 1))  # [L, B, K, S, D]
   out = kv_cache.write_layer(buf, 0, jnp.ones((2, 3, 1, 1)), jnp.array([0, 2]))
-  np.testing.assert_array_equal(np.asarray(out)[0, :, :, 0, 0], [[1, 1, 1, 0], [0, 0, 1, 1]])
+  np.testing.assert_array_equal(np.asarray(out)[0, :, 0, :, 0], [[1, 1, 1, 0], [0, 0, 1, 1]])
 
 
 def test_minimal_loop_matches_generate(target):

@@ -105,7 +105,7 @@ def test_shard_places_params_by_rules():
   assert sharding.mesh_shape_str(q.sharding.mesh) == "2x4"
   assert placed["final_norm"]["scale"].sharding.is_fully_replicated
   assert sharding.shard(NGram(2), mesh) == NGram(2)
-  assert sharding.cache_sharding(mesh).spec == jax.sharding.PartitionSpec(None, "data", None, "model", None)
+  assert sharding.cache_sharding(mesh).spec == jax.sharding.PartitionSpec(None, "data", "model", None, None)
   assert sharding.make_mesh({"data": 2, "model": 4}, devices=CPU).shape == _mesh("2x4").shape
   x = np.ones((8, 4), np.float32)
   assert sharding.constrain(x, ("batch", "embed")) is x  # no mesh in context: a no-op
@@ -146,15 +146,15 @@ def test_heads_the_model_axis_does_not_divide_are_replicated():
   assert k_spec.shard_shape((32, 2, 32)) == (32, 1, 32)
   report = sharding.layout_report(gqa, mesh)
   assert report["kv_heads"]["split"] == 2 and "each KV head kept by the 2 devices" in report["kv_heads"]["note"]
-  assert sharding.cache_sharding(fm, num_kv_heads=2).shard_shape((2, 4, 16, 2, 4)) == (2, 2, 16, 1, 4)
+  assert sharding.cache_sharding(fm, num_kv_heads=2).shard_shape((2, 4, 2, 16, 4)) == (2, 2, 1, 16, 4)
   assert sorted(report["kv_heads"]["params"]) == ["layer_0/attn/k", "layer_0/attn/v"]
   with pytest.raises(ValueError, match=r"num_kv_heads=2 is not divisible by mesh axis model=4"):
     sharding.param_shardings(gqa, mesh, strict=True)  # the old error, on request
-  # KV cache [L, B, S, K, D]: K replicated with the K/V projections; batch stays an error
+  # KV cache [L, B, K, S, D]: K replicated with the K/V projections; batch stays an error
   assert sharding.cache_sharding(mesh, num_kv_heads=2).spec == P(None, "data", None, None, None)
-  assert sharding.cache_sharding(mesh, num_kv_heads=8).spec == P(None, "data", None, "model", None)
+  assert sharding.cache_sharding(mesh, num_kv_heads=8).spec == P(None, "data", "model", None, None)
   with pytest.raises(ValueError, match=r"batch=3 is not divisible by mesh axis data=2"):
-    sharding.cache_sharding(mesh, shape=(2, 3, 16, 2, 4))
+    sharding.cache_sharding(mesh, shape=(2, 3, 2, 16, 4))
   # T5 with 4 heads on 1x8: attention (and its relative-position bias) replicated, MLP split
   t5 = dryrun.abstract_model(dryrun.build_module(dict(family="t5", num_heads=4, mlp_dim=64, vocab_size=64)),
                              _mesh("1x1"))
@@ -236,10 +236,9 @@ def test_replicated_kv_heads_add_no_collectives():
   assert (four["all-reduce"] - two["all-reduce"]) / 2 == 2 and four["total"] - two["total"] == 4
 
 
-@pytest.mark.xfail(strict=False, reason="kv_cache.write_layer's batch scatter (02afd86) is partitioned by "
-                   "all-gathering its indices and updates over 'data': 4 extra all-gathers per layer when data > 1 "
-                   "(a vmapped scatter, whose batch dim XLA partitions, would avoid it)")
 def test_data_axis_adds_no_collectives_per_layer():
+  """The cache write's batch is a scatter batching dim: a 'data' split gathers nothing per layer
+  (a plain batch-index scatter all-gathered its indices and updates over 'data', 4 per layer)."""
   two, four = _step_collectives(2, mesh_shape="2x4", batch=2), _step_collectives(4, mesh_shape="2x4", batch=2)
   assert four["total"] - two["total"] == 4
 
@@ -266,7 +265,7 @@ def test_dry_run_tiny_plan():
   r = dryrun.dry_run(_tiny_plan())
   steps = r["steps"]
   assert steps["target"]["compiled_depths"] == [2, 4] and steps["draft"]["compiled_depths"] == [1]
-  # extrapolated to 6 layers: 2 Megatron all-reduces per layer (other collectives: see the xfail above)
+  # extrapolated to 6 layers: 2 Megatron all-reduces per layer
   assert steps["target"]["n_all-reduce"] == steps["draft"]["n_all-reduce"] + 2 * 5
   # float32; per layer q, k, v, o (1024 each) and gate, up, down (2048 each) split 4 ways over 'model', 2 norms
   # (32 each) replicated; embed + lm_head (2048 each) split 4 ways; final norm replicated

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax.models import heads
-from specjax.models.layers import Init, RMSNorm, attend, param_with_axes, rope
+from specjax.models.layers import Init, RMSNorm, attend, heads_first, param_with_axes, rope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,7 @@ class DraftLayer(nn.Module):
     k, v = self.kv(h, positions_BxQ)
     k_all = jnp.concatenate([ctx_k_BxSxKxD.astype(dt), k], axis=1)
     v_all = jnp.concatenate([ctx_v_BxSxKxD.astype(dt), v], axis=1)
-    out = attend(q, k_all, v_all, mask_BxQxSQ)
+    out = attend(q, heads_first(k_all), heads_first(v_all), mask_BxQxSQ)
     x = x_BxQxE + jnp.einsum("bthd,hde->bte", out, self.wo.astype(dt))
     return x + self.mlp(self.mlp_norm(x))
 

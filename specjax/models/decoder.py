@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from specjax.models import kv_cache
-from specjax.models.layers import ACTIVATIONS, Init, RMSNorm, attend, param_with_axes, rope
+from specjax.models.layers import ACTIVATIONS, Init, RMSNorm, attend, heads_first, param_with_axes, rope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,12 +101,12 @@ class Attention(nn.Module):
     theta = cfg.layer_rope_theta(layer)
     q, k = rope(q, positions_BxT, theta), rope(k, positions_BxT, theta)
     if cache is None:  # no cache: attend among the new tokens only
-      k_all, v_all = k, v
+      k_all, v_all = heads_first(k), heads_first(v)
     else:
       cache = cache.replace(
-          k_LxBxSxKxD=kv_cache.write_layer(cache.k_LxBxSxKxD, layer, k, cache.length_B),
-          v_LxBxSxKxD=kv_cache.write_layer(cache.v_LxBxSxKxD, layer, v, cache.length_B))
-      k_all, v_all = cache.k_LxBxSxKxD[layer], cache.v_LxBxSxKxD[layer]
+          k_LxBxKxSxD=kv_cache.write_layer(cache.k_LxBxKxSxD, layer, k, cache.length_B),
+          v_LxBxKxSxD=kv_cache.write_layer(cache.v_LxBxKxSxD, layer, v, cache.length_B))
+      k_all, v_all = cache.k_LxBxKxSxD[layer], cache.v_LxBxKxSxD[layer]
     scale = cfg.query_pre_attn_scalar ** -0.5 if cfg.query_pre_attn_scalar else None
     out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale)
     return jnp.einsum("bthd,hde->bte", out, wo.astype(dt)), cache

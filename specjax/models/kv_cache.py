@@ -1,6 +1,7 @@
 """The KV cache: an explicit pytree that every layer takes and returns.
 
-Keys/values live in one buffer per kind, ``[layers, batch, max_len, kv_heads, head_dim]``, and
+Keys/values live in one buffer per kind, ``[layers, batch, kv_heads, max_len, head_dim]`` (heads
+before slots: the layout attention's dots read without a transpose, layers.attend), and
 ``length[b]`` says how many slots of row ``b`` are *committed*. A forward pass writes its new
 keys/values at slots ``length .. length + T - 1`` but does not commit them; the caller commits
 what it accepted with :func:`commit`. Attention masks every slot at or past ``length`` (except
@@ -15,17 +16,17 @@ import jax.numpy as jnp
 
 @flax.struct.dataclass
 class KVCache:
-  k_LxBxSxKxD: jax.Array
-  v_LxBxSxKxD: jax.Array
+  k_LxBxKxSxD: jax.Array
+  v_LxBxKxSxD: jax.Array
   length_B: jax.Array  # int32: committed slots per row
 
   @property
   def max_len(self) -> int:
-    return self.k_LxBxSxKxD.shape[2]
+    return self.k_LxBxKxSxD.shape[3]
 
   @property
   def batch_size(self) -> int:
-    return self.k_LxBxSxKxD.shape[1]
+    return self.k_LxBxKxSxD.shape[1]
 
   def with_length(self, length_B) -> "KVCache":
     """Commit (advance) or roll back: only the per-row length changes."""
@@ -33,7 +34,7 @@ class KVCache:
 
 
 def init_cache(num_layers, batch, max_len, num_kv_heads, head_dim, dtype=jnp.float32) -> KVCache:
-  shape = (num_layers, batch, max_len, num_kv_heads, head_dim)
+  shape = (num_layers, batch, num_kv_heads, max_len, head_dim)
   return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), jnp.zeros((batch,), jnp.int32))
 
 
@@ -45,18 +46,24 @@ def write_rows(buf_BxSx, new_BxTx, start_B):
   return jax.vmap(one)(buf_BxSx, new_BxTx, start_B)
 
 
-def write_layer(buf_LxBxSxKxD, layer: int, new_BxTxKxD, start_B):
+def write_layer(buf_LxBxKxSxD, layer: int, new_BxTxKxD, start_B):
   """Writes one layer's new keys (or values) into the stacked buffer, in place.
 
-  One scatter of the ``B * T`` new rows at ``(layer, b, start[b] + t)``: the loop-carried buffer
-  is updated where it lives. (A ``vmap`` of ``dynamic_update_slice`` over the batch axis, which
-  is not leading here, made XLA transpose and copy the whole ``[L, B, S, K, D]`` buffer per layer
+  One scatter of the ``B * T`` new ``[K, D]`` rows at ``(layer, b, :, start[b] + t)``: the
+  loop-carried buffer is updated where it lives. (A ``vmap`` of ``dynamic_update_slice`` over the
+  batch axis, which is not leading here, made XLA transpose and copy the whole buffer per layer
   per step.) Slots past ``max_len`` are dropped, never wrapped onto committed ones.
   """
   b, t = new_BxTxKxD.shape[:2]
-  rows_BxT = jnp.broadcast_to(jnp.arange(b)[:, None], (b, t))
   slots_BxT = start_B[:, None] + jnp.arange(t)[None, :]
-  return buf_LxBxSxKxD.at[layer, rows_BxT, slots_BxT].set(new_BxTxKxD.astype(buf_LxBxSxKxD.dtype), mode="drop")
+  index_BxTx2 = jnp.stack([jnp.full((b, t), layer, jnp.int32), slots_BxT.astype(jnp.int32)], axis=-1)
+  # the batch is a *batching* dim of the scatter (operand dim 1 <-> index dim 0), not an index:
+  # row b only ever writes row b, so a mesh's 'data' split needs no gather of indices or updates
+  dims = jax.lax.ScatterDimensionNumbers(update_window_dims=(2, 3), inserted_window_dims=(0, 3),
+                                         scatter_dims_to_operand_dims=(0, 3), operand_batching_dims=(1,),
+                                         scatter_indices_batching_dims=(0,))
+  return jax.lax.scatter(buf_LxBxKxSxD, index_BxTx2, new_BxTxKxD.astype(buf_LxBxKxSxD.dtype), dims,
+                         indices_are_sorted=True, unique_indices=True, mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
 
 
 def gather_rows(buf_BxSx, idx_BxT):

@@ -41,16 +41,26 @@ def rope(x_BxTxHxD, positions_BxT, theta: float):
   return out.astype(x_BxTxHxD.dtype)
 
 
-def attend(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask_BxTxS, bias_BxHxTxS=None, scale=None):
-  """Grouped-query attention; H must be a multiple of K. Softmax in float32."""
+def heads_first(x_BxSxKxD):
+  """``[B, S, K, D] -> [B, K, S, D]``: the key/value layout :func:`attend` (and the cache) use."""
+  return jnp.swapaxes(x_BxSxKxD, 1, 2)
+
+
+def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale=None):
+  """Grouped-query attention; H must be a multiple of K. Softmax in float32.
+
+  Keys and values come heads-first, ``[B, K, S, D]``: the dots then batch over the leading
+  ``(b, k)`` as stored, where a ``[B, S, K, D]`` cache made XLA transpose-copy every layer's
+  whole cache on every step (a third of a batch-8 step on CPU, scripts/profile_step.py).
+  """
   b, t, h, d = q_BxTxHxD.shape
-  kvh = k_BxSxKxD.shape[2]
+  kvh = k_BxKxSxD.shape[1]
   q = q_BxTxHxD.reshape(b, t, kvh, h // kvh, d)
   scale = d ** -0.5 if scale is None else scale
-  s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q, k_BxSxKxD).astype(jnp.float32) * scale
+  s_BxKxGxTxS = jnp.einsum("btkgd,bksd->bkgts", q, k_BxKxSxD).astype(jnp.float32) * scale
   if bias_BxHxTxS is not None:  # T5's relative position bias
     s_BxKxGxTxS = s_BxKxGxTxS + bias_BxHxTxS.reshape(-1, kvh, h // kvh, *bias_BxHxTxS.shape[-2:])
   s_BxKxGxTxS = jnp.where(mask_BxTxS[:, None, None], s_BxKxGxTxS, -1e30)
-  w = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", w, v_BxSxKxD)
+  w = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxKxSxD.dtype)
+  out = jnp.einsum("bkgts,bksd->btkgd", w, v_BxKxSxD)
   return out.reshape(b, t, h, d)

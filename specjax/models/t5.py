@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from specjax.models import kv_cache
-from specjax.models.layers import Init, RMSNorm, attend, param_with_axes
+from specjax.models.layers import Init, RMSNorm, attend, heads_first, param_with_axes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +62,8 @@ class T5Config:
 class T5Cache:
   """Decoder self-attention KV cache plus the encoder's cross-attention keys/values (fixed)."""
   self_attn: kv_cache.KVCache
-  cross_k_LxBxSxHxD: jax.Array
-  cross_v_LxBxSxHxD: jax.Array
+  cross_k_LxBxHxSxD: jax.Array
+  cross_v_LxBxHxSxD: jax.Array
   encoder_mask_BxS: jax.Array  # bool: real (non-pad) encoder tokens
 
   @property
@@ -121,6 +121,7 @@ class Attention(nn.Module):
                                       (cfg.relative_attention_num_buckets, h), ("relpos_buckets", "heads"))
 
   def kv(self, x_BxSxE):
+    """Keys and values ``[B, S, H, D]`` (the cache's write layout; attend takes heads first)."""
     dt = jnp.dtype(self.cfg.dtype)
     return (jnp.einsum("bse,ehd->bshd", x_BxSxE, self.k.astype(dt)),
             jnp.einsum("bse,ehd->bshd", x_BxSxE, self.v.astype(dt)))
@@ -133,10 +134,10 @@ class Attention(nn.Module):
                                             cfg.relative_attention_max_distance)
     return jnp.transpose(self.rel_bias[bucket_BxTxS], (0, 3, 1, 2)).astype(jnp.float32)
 
-  def __call__(self, x_BxTxE, k_BxSxHxD, v_BxSxHxD, mask_BxTxS, bias_BxHxTxS=None):
+  def __call__(self, x_BxTxE, k_BxHxSxD, v_BxHxSxD, mask_BxTxS, bias_BxHxTxS=None):
     dt = jnp.dtype(self.cfg.dtype)
     q = jnp.einsum("bte,ehd->bthd", x_BxTxE, self.q.astype(dt))
-    out = attend(q, k_BxSxHxD.astype(dt), v_BxSxHxD.astype(dt), mask_BxTxS, bias_BxHxTxS, scale=1.0)
+    out = attend(q, k_BxHxSxD.astype(dt), v_BxHxSxD.astype(dt), mask_BxTxS, bias_BxHxTxS, scale=1.0)
     return jnp.einsum("bthd,hde->bte", out, self.o.astype(dt))
 
 
@@ -170,14 +171,16 @@ class Block(nn.Module):
     self.mlp_norm = RMSNorm(cfg.norm_eps)
 
   def __call__(self, x, mask_BxTxS, bias_BxHxTxS, cache=None, layer=0, cross=None):
-    """``cross`` = (k_BxSxHxD, v_BxSxHxD, mask_BxTxS) for decoder blocks."""
+    """``cross`` = (k_BxHxSxD, v_BxHxSxD, mask_BxTxS) for decoder blocks."""
     h = self.self_attn_norm(x)
     k, v = self.self_attn.kv(h)
     if cache is not None:  # write after each row's committed length; attend over the whole buffer
       cache = cache.replace(
-          k_LxBxSxKxD=kv_cache.write_layer(cache.k_LxBxSxKxD, layer, k, cache.length_B),
-          v_LxBxSxKxD=kv_cache.write_layer(cache.v_LxBxSxKxD, layer, v, cache.length_B))
-      k, v = cache.k_LxBxSxKxD[layer], cache.v_LxBxSxKxD[layer]
+          k_LxBxKxSxD=kv_cache.write_layer(cache.k_LxBxKxSxD, layer, k, cache.length_B),
+          v_LxBxKxSxD=kv_cache.write_layer(cache.v_LxBxKxSxD, layer, v, cache.length_B))
+      k, v = cache.k_LxBxKxSxD[layer], cache.v_LxBxKxSxD[layer]
+    else:
+      k, v = heads_first(k), heads_first(v)
     x = x + self.self_attn(h, k, v, mask_BxTxS, bias_BxHxTxS)
     if self.is_decoder:
       x = x + self.cross_attn(self.cross_attn_norm(x), *cross)
@@ -196,9 +199,9 @@ class Stack(nn.Module):
     self.final_norm = RMSNorm(self.cfg.norm_eps)
 
   def cross_kv(self, enc_BxSxE):
-    """Stacked cross-attention keys/values ``[L, B, S, H, D]`` of every decoder layer."""
+    """Stacked cross-attention keys/values ``[L, B, H, S, D]`` of every decoder layer (heads first)."""
     kvs = [blk.cross_attn.kv(enc_BxSxE) for blk in self.layers]
-    return jnp.stack([k for k, _ in kvs]), jnp.stack([v for _, v in kvs])
+    return jnp.stack([heads_first(k) for k, _ in kvs]), jnp.stack([heads_first(v) for _, v in kvs])
 
   def __call__(self, x, q_pos_BxT, k_pos_BxS, mask_BxTxS, cache=None, cross=None):
     bias = self.layers[0].self_attn.position_bias(q_pos_BxT, k_pos_BxS)
@@ -256,7 +259,7 @@ class T5(nn.Module):
       cross_k, cross_v = self.decoder.cross_kv(enc_BxSxE)
       start_B = jnp.zeros((b,), jnp.int32)
     else:
-      cross_k, cross_v, enc_mask_BxS = cache.cross_k_LxBxSxHxD, cache.cross_v_LxBxSxHxD, cache.encoder_mask_BxS
+      cross_k, cross_v, enc_mask_BxS = cache.cross_k_LxBxHxSxD, cache.cross_v_LxBxHxSxD, cache.encoder_mask_BxS
       start_B = cache.length_B
     if positions_BxT is None:
       positions_BxT = start_B[:, None] + jnp.arange(t)[None, :]
