@@ -49,6 +49,7 @@ def test_truncated_draft_lm_is_exact(setup):
   assert stats_util.chi2_pvalue(counts, joint) > 1e-3
 
 
+@pytest.mark.slow
 def test_truncating_a_full_vocab_drafter_is_exact(setup):
   """A V-wide drafter cut to the subset (its logits' columns) under top-p: same rule."""
   target, _, subset = setup
@@ -60,6 +61,7 @@ def test_truncating_a_full_vocab_drafter_is_exact(setup):
   assert stats_util.chi2_pvalue(counts, joint) > 1e-3
 
 
+@pytest.mark.slow
 def test_truncated_medusa_tree_is_exact(setup):
   """Medusa heads over the subset's LM-head columns, a 2-wide tree of Gumbel top-k siblings (drawn
   without replacement over K; q scattered to the full vocabulary for recursive rejection sampling)."""
@@ -195,3 +197,18 @@ def test_subset_helpers_and_errors(tmp_path):
     draft_lm.load(tmp_path / "d", testing.tiny_decoder(32, seed=0))
   with pytest.raises(ValueError, match="out_vocab=17"):
     draft_lm.DraftLMConfig(vocab_size=16, out_vocab=17)
+
+
+def test_generated_shards_and_counts(tmp_path):
+  """The data folder make_real_data.py writes: shards read back, counts only inside each row's length."""
+  from specjax.data import generated  # pylint: disable=import-outside-toplevel
+  (tmp_path / "shards").mkdir()
+  np.savez(tmp_path / "shards" / "00000.npz", prompts=np.array([[5, 6, 0], [7, 0, 0]], np.int32),
+           prompt_lengths=np.array([2, 1], np.int32), tokens=np.array([[1, 2, 9], [3, 9, 9]], np.int32),
+           lengths=np.array([2, 1], np.int32), kinds=np.array(["code", "ende"]), sources=np.array(["a", "b"]),
+           seconds=np.float64(1.0))
+  d = generated.load_shards(tmp_path)
+  assert d["tokens"].shape == (2, 3) and list(d["kinds"]) == ["code", "ende"]
+  np.testing.assert_array_equal(generated.token_counts(tmp_path, 10), [0, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+  with pytest.raises(FileNotFoundError, match="held_out"):
+    generated.load_shards(tmp_path, "held_out")
