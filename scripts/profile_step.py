@@ -84,9 +84,10 @@ def _target_pass(target, tokens_BxT):
 
 
 def _draft_body(drafter, tokens_BxS, seq_len_B, gamma):
-  def body(i, carry):
+  def body(i, carry):  # i enters the (unused) last slot so a stateless drafter is not hoisted
     state, acc = carry
-    state, draft = drafter.propose(state, tokens_BxS, seq_len_B, gamma, specjax.Sampling(), jax.random.PRNGKey(i))
+    tokens = tokens_BxS.at[:, -1].set(i)
+    state, draft = drafter.propose(state, tokens, seq_len_B, gamma, specjax.Sampling(), jax.random.PRNGKey(i))
     return state, acc + draft.tokens_BxG.sum()
   return body
 

@@ -109,7 +109,9 @@ class Attention(nn.Module):
       k_all, v_all = cache.k_LxBxKxSxD[layer], cache.v_LxBxKxSxD[layer]
     scale = cfg.query_pre_attn_scalar ** -0.5 if cfg.query_pre_attn_scalar else None
     out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale)
-    return jnp.einsum("bthd,hde->bte", out, wo.astype(dt)), cache
+    # one [B, T, H*D] x [H*D, E] matmul: as an einsum over (h, d), XLA transposed wo every step
+    b, t = out.shape[:2]
+    return out.reshape(b, t, -1) @ wo.astype(dt).reshape(-1, cfg.d_model), cache
 
 
 class MLP(nn.Module):

@@ -138,7 +138,8 @@ class Attention(nn.Module):
     dt = jnp.dtype(self.cfg.dtype)
     q = jnp.einsum("bte,ehd->bthd", x_BxTxE, self.q.astype(dt))
     out = attend(q, k_BxHxSxD.astype(dt), v_BxHxSxD.astype(dt), mask_BxTxS, bias_BxHxTxS, scale=1.0)
-    return jnp.einsum("bthd,hde->bte", out, self.o.astype(dt))
+    b, t = out.shape[:2]  # one [B, T, H*D] x [H*D, E] matmul (an einsum over (h, d) transposed o per step)
+    return out.reshape(b, t, -1) @ self.o.astype(dt).reshape(-1, self.cfg.d_model)
 
 
 class MLP(nn.Module):
