@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax.sampling import argmax, sample_from
+from specjax.tree_rows import at_nodes, batched, parent_values
 
 # Below this the residual max(0, p - q) is numerically empty (p ~= q): fall back to p.
 RESIDUAL_EPS = 1e-6
@@ -26,8 +27,8 @@ def overlap(p_BxGxV, q_BxGxV):
 
 def _path_ok_leaf(ok_BxN, tree):
   """Deepest node whose whole root path is ok (the root always is)."""
-  anc_ok = jnp.all(ok_BxN[:, None, :] | ~jnp.asarray(tree.mask)[None], axis=-1)
-  score = jnp.where(anc_ok, jnp.asarray(tree.depth)[None], -1)
+  anc_ok = jnp.all(ok_BxN[:, None, :] | ~batched(tree.mask, 3), axis=-1)
+  score = jnp.where(anc_ok, batched(tree.depth, 2), -1)
   return jnp.argmax(score, axis=-1).astype(jnp.int32)
 
 
@@ -38,8 +39,7 @@ def greedy(logits_BxNxV, tokens_BxN, tree):
 
 def greedy_from_argmax(best_BxN, tokens_BxN, tree):
   """:func:`greedy` given the target's argmax at every node: no ``[B, N, V]`` tensor at all."""
-  par = np.maximum(np.asarray(tree.parents), 0)
-  ok = (tokens_BxN == best_BxN[:, par]).at[:, 0].set(True)
+  ok = (tokens_BxN == parent_values(tree, best_BxN)).at[:, 0].set(True)
   leaf_B = _path_ok_leaf(ok, tree)
   return leaf_B, jnp.take_along_axis(best_BxN, leaf_B[:, None], 1)[:, 0]
 
@@ -92,14 +92,14 @@ def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bo
   sparse = q_BxNxV is None
   if sparse and without_replacement:
     raise ValueError("deterministic drafts (q=None) are verified with i.i.d. siblings, not without_replacement")
-  table = jnp.asarray(tree.children_table)
-  w = table.shape[1]
+  table = tree.children_table
+  w = table.shape[-1]
   u_BxDxW = jax.random.uniform(jax.random.fold_in(rng, 0), (b, tree.max_depth, w))
   cur_B = jnp.zeros((b,), jnp.int32)
   walking_B = jnp.ones((b,), bool)
   r_BxV = p_BxNxV[:, 0]
   for d in range(tree.max_depth):
-    ch_BxW = table[cur_B]
+    ch_BxW = at_nodes(tree, table, cur_B)
     if not sparse:
       q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q
     moved_B = jnp.zeros((b,), bool)

@@ -27,7 +27,7 @@ _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
 _CONFIG = config_flags.DEFINE_config_file("config", str(_DEFAULT_CONFIG), "experiment config file")
 _JSON_OUT = flags.DEFINE_string("json_out", None, "write the summary JSON here")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a fake mesh; no weights")
-DRAFTER_KINDS = ("draft_model", "ngram", "specinfer", "medusa", "table", "mtp", "dflash")
+DRAFTER_KINDS = ("draft_model", "ngram", "specinfer", "medusa", "table", "mtp", "dflash", "eagle")
 # Keys a run reads, with their defaults; paper configs may omit the ones they don't care about.
 RUN_DEFAULTS = dict(drafter_kind="draft_model", ngram_n=3, gamma=4, batch_size=1, prompt_len=32,
                     max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1,
@@ -89,9 +89,9 @@ def make_drafter(config, drafter_model, target=None):
   if kind in ("specinfer", "medusa"):  # token trees: gamma must be the tree's depth
     from specjax.drafters import medusa, specinfer  # pylint: disable=import-outside-toplevel
     return specinfer.from_config(config, drafter_model) if kind == "specinfer" else medusa.from_config(config, target)
-  if kind in ("table", "mtp", "dflash"):  # built for the target: its vocab, hidden states, layers
+  if kind in ("table", "mtp", "dflash", "eagle"):  # built for the target: its vocab, hidden states, layers
     return {"table": specjax.drafters.TableDrafter, "mtp": specjax.drafters.MTP,
-            "dflash": specjax.drafters.DFlash}[kind].from_config(config, target)
+            "dflash": specjax.drafters.DFlash, "eagle": specjax.drafters.Eagle}[kind].from_config(config, target)
   if kind == "draft_model":
     from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
     folder = draft_lm.resolve(config.drafter.get("checkpoint")) if config.get("drafter") else None

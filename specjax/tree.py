@@ -27,6 +27,7 @@ import numpy as np
 from specjax import accept
 from specjax import sampling as sampling_lib
 from specjax.models import api
+from specjax.tree_rows import at_nodes
 
 SIBLINGS = ("iid", "without_replacement", "topk", "topk_lossy")
 
@@ -236,7 +237,8 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   attribute, e.g. DFlash's): the hidden is then those target layers' outputs concatenated on the
   last axis instead of the final hidden state.
   """
-  tree: Tree = draft.tree if draft.tree is not None else chain(draft.tokens_BxG.shape[1])
+  tree = draft.row_tree if draft.row_tree is not None else (  # per-row (dynamic) trees: specjax.tree_rows
+      draft.tree if draft.tree is not None else chain(draft.tokens_BxG.shape[1]))
   check_rule(draft.siblings, sampling, draft.typical)
   b, d = last_B.shape[0], tree.max_depth
   tokens_BxN = jnp.concatenate([last_B[:, None], draft.tokens_BxG], axis=1)
@@ -263,8 +265,8 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
       if q_BxNxV is None and wr:  # deterministic drafts offered as without-replacement siblings: dense one-hot
         q_BxNxV = jax.nn.one_hot(tokens_BxN, logits.shape[-1]).at[:, 0].set(0.0)
       leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, wr, lenience)
-  path_BxD1 = jnp.asarray(tree.ancestors)[leaf_B]
-  n_B = jnp.asarray(tree.depth)[leaf_B]
+  path_BxD1 = at_nodes(tree, tree.ancestors, leaf_B)
+  n_B = at_nodes(tree, tree.depth, leaf_B)
   path_tokens_BxD = jnp.take_along_axis(tokens_BxN, path_BxD1[:, 1:], 1)
   new_BxD1 = jnp.concatenate([path_tokens_BxD, jnp.zeros((b, 1), jnp.int32)], axis=1)
   new_BxD1 = jnp.where(jnp.arange(d + 1)[None] == n_B[:, None], next_B[:, None], new_BxD1)
@@ -272,10 +274,9 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
     cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
   hidden_BxD1xE = jnp.take_along_axis(hidden_BxNxE, path_BxD1[..., None], 1)
   # alpha per depth: overlap sum_x min(p, q) of p at each path node with its first child's proposal
-  first_N = np.maximum(tree.children_table[:, 0], 0)
-  has_child_N = tree.children_table[:, 0] >= 0  # a childless node's "proposal" is nothing: overlap 0
-  child_BxD = jnp.asarray(first_N)[path_BxD1[:, :d]]
-  live_BxD = jnp.asarray(has_child_N)[path_BxD1[:, :d]]
+  first_xN = tree.children_table[..., 0]
+  child_BxD = at_nodes(tree, jnp.maximum(first_xN, 0), path_BxD1[:, :d])
+  live_BxD = at_nodes(tree, first_xN >= 0, path_BxD1[:, :d])  # a childless node proposes nothing: overlap 0
   child_tok_BxD = jnp.take_along_axis(tokens_BxN, child_BxD, 1)
   if p_BxNxV is None:  # greedy: p is one-hot on the argmax a, so the overlap is q(a)
     best_BxD = jnp.take_along_axis(best_BxN, path_BxD1[:, :d], 1)

@@ -7,5 +7,6 @@ from specjax.drafters.medusa import Medusa
 from specjax.drafters.table import TableDrafter
 from specjax.drafters.mtp import MTP
 from specjax.drafters.dflash import DFlash
+from specjax.drafters.eagle import DynamicTree, Eagle
 
-__all__ = ["Draft", "DrafterBase", "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP", "DFlash"]
+__all__ = ["Draft", "DrafterBase", "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP", "DFlash", "Eagle", "DynamicTree"]

@@ -29,6 +29,9 @@ class Draft:
   tree: Any = flax.struct.field(pytree_node=False, default=None)
   siblings: str = flax.struct.field(pytree_node=False, default="iid")
   typical: Any = flax.struct.field(pytree_node=False, default=None)
+  # A different tree in every row (EAGLE-2's dynamic trees, specjax.tree_rows.RowTrees): arrays,
+  # so a pytree node; when set it replaces ``tree``.
+  row_tree: Any = None
 
 
 class DrafterBase:

@@ -74,19 +74,26 @@ def gather_rows(buf_BxSx, idx_BxT):
 def attention_mask(length_B, max_len, new_mask_TxW):
   """Boolean ``[B, T, S]``: query t may see committed slots and the window slots its mask allows.
 
+  ``new_mask_TxW`` may also be ``[B, T, W]``, one mask per row.
+
   New token t sits in slot ``length + t``. ``new_mask_TxW`` covers the window of ``W >= T`` slots
   ending with the new ones, ``length - (W - T) .. length + T - 1``: ``[t, u]`` says whether new
   token t sees window slot u (causal for a chain, ancestors-and-self for a tree). Slots before the
   window are committed and always visible; ``W > T`` lets a tree drafter feed one level at a time
   while the earlier levels' (uncommitted) nodes stay visible only to their descendants.
   """
-  t, w = new_mask_TxW.shape
+  t, w = new_mask_TxW.shape[-2:]
   slot_S = jnp.arange(max_len)
   rel_BxS = slot_S[None, :] - (length_B[:, None] - (w - t))
   committed_BxS = rel_BxS < 0
   in_window_BxS = (rel_BxS >= 0) & (rel_BxS < w)
-  window_BxTxS = jnp.take(new_mask_TxW, jnp.clip(rel_BxS, 0, w - 1), axis=1)  # [T, B, S]
-  window_BxTxS = jnp.transpose(window_BxTxS, (1, 0, 2)) & in_window_BxS[:, None, :]
+  idx_BxS = jnp.clip(rel_BxS, 0, w - 1)
+  if new_mask_TxW.ndim == 3:  # a mask per row [B, T, W] (dynamic token trees)
+    b = length_B.shape[0]
+    window_BxTxS = jnp.take_along_axis(new_mask_TxW, jnp.broadcast_to(idx_BxS[:, None], (b, t, max_len)), 2)
+  else:
+    window_BxTxS = jnp.transpose(jnp.take(new_mask_TxW, idx_BxS, axis=1), (1, 0, 2))  # [T, B, S] -> [B, T, S]
+  window_BxTxS = window_BxTxS & in_window_BxS[:, None, :]
   return committed_BxS[:, None, :] | window_BxTxS
 
 
