@@ -37,3 +37,55 @@ def load_pairs(dirs=DEFAULT_DIRS, max_chars: int = 200) -> list[tuple[str, str]]
       if len(key) <= max_chars and len(value) <= max_chars:
         pairs.setdefault(key.strip(), value.strip())
   return sorted(pairs.items())
+
+
+# Catalogues held out for evaluation (T5 EnDe, scripts/train_t5_ende.py): command-line tools' messages,
+# about 6% of the pairs. A string that any held-out catalogue contains is dropped from training too
+# (gnulib messages recur across programs), so every evaluation source is unseen in training.
+HELD_OUT_CATALOGUES = ("diffutils", "grep", "make", "psmisc", "sed", "tar", "wget", "xz")
+T5_PREFIX = "translate English to German: "
+
+
+def load_pairs_by_file(dirs=DEFAULT_DIRS, max_chars: int = 200) -> dict[str, list[tuple[str, str]]]:
+  """``{catalogue stem: sorted (english, german) pairs}``, each catalogue deduplicated on its own."""
+  out = {}
+  for path in catalogue_files(dirs):
+    for en, de in _catalogue_pairs(path, max_chars):
+      out.setdefault(path.stem, {}).setdefault(en, de)
+  return {stem: sorted(p.items()) for stem, p in sorted(out.items())}
+
+
+def _catalogue_pairs(path, max_chars: int) -> list[tuple[str, str]]:
+  try:
+    with open(path, "rb") as f:
+      catalog = gettext.GNUTranslations(f)._catalog  # pylint: disable=protected-access
+  except (OSError, UnicodeDecodeError, ValueError):
+    return []  # a broken catalogue is skipped, not fatal
+  pairs = []
+  for key, value in catalog.items():
+    if not isinstance(key, str) or not key or not value or key == value:
+      continue
+    key, value = key.strip(), value.strip()
+    if key and value and len(key) <= max_chars and len(value) <= max_chars:
+      pairs.append((key, value))
+  return pairs
+
+
+def split_pairs(dirs=DEFAULT_DIRS, held_out=HELD_OUT_CATALOGUES, max_chars: int = 200) -> dict:
+  """``{"train": pairs, "held_out": pairs}`` split by catalogue file; no held-out English in train."""
+  by_file = load_pairs_by_file(dirs, max_chars)
+  missing = sorted(set(held_out) - set(by_file))
+  if missing:
+    raise ValueError(f"held-out catalogues {missing} not found among {len(by_file)} catalogues ({sorted(by_file)[:8]}...)")
+  held = {}
+  for stem in held_out:
+    for en, de in by_file[stem]:
+      held.setdefault(en, de)
+  train = {}
+  for stem, pairs in by_file.items():
+    if stem in held_out:
+      continue
+    for en, de in pairs:
+      if en not in held:
+        train.setdefault(en, de)
+  return {"train": sorted(train.items()), "held_out": sorted(held.items())}
