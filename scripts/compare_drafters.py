@@ -34,6 +34,9 @@ FAMILIES = {
     "medusa": ("medusa_demo.py", {}),
     "mtp": ("mtp_demo.py", {}),
     "dflash": ("dflash_demo.py", {}),
+    "eagle": ("eagle_demo.py", {}),
+    "eagle_static": ("eagle_demo.py", {"eagle_tree": "static"}),
+    "eagle_dynamic": ("eagle_demo.py", {"eagle_tree": "dynamic"}),
 }
 COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
            "alpha", "mean_accepted", "tokens_per_iteration", "baseline_tokens_per_s", "tokens_per_s", "speedup",

@@ -1,10 +1,16 @@
 """Trains an EAGLE-3 head on a FROZEN target (training-time test) and writes it to specjax/assets/demo/eagle.
 
-  python scripts/train_eagle.py --workdir=runs/eagle          # demo target, ~10 min on 2 CPU cores
+  python scripts/train_eagle.py --workdir=runs/eagle          # demo target, ~20 min on 2 busy CPU cores
   python scripts/train_eagle.py --eval_only                   # acceptance at gamma 1..7 (chain, greedy)
+  nice -n 10 python scripts/make_real_data.py                 # SmolLM2: its own generations (once)
+  nice -n 10 python scripts/train_eagle.py --target=smollm2-135m-instruct --data=real --k=4096 \
+      --workdir=runs/eagle_smollm2 --out=specjax/assets/smollm2/eagle --depth=4 --batch=4
 
-Data: continuations the target itself generates from stdlib prompts (self-distillation), with the
-target's features of the head's three layers computed once. The head is unrolled ``--depth``
+Data: continuations the target itself generates (self-distillation): from stdlib prompts for the
+demo (``--data=generated``), or ``scripts/make_real_data.py``'s code / translation / text
+generations for a real target (``--data=real``, crops of ``--crop`` tokens around each prompt's end),
+with the target's features of the head's three layers computed once. ``--k``: a truncated draft
+vocabulary (the K most frequent tokens of the target's generations, saved as ``subset.npy``). The head is unrolled ``--depth``
 steps (specjax.train.eagle.eagle_loss: KL to the target's distribution, step weights 0.8^(j-1)).
 Seeded; resumes from its orbax checkpoints; writes training.json (curve summary, acceptance) and
 the loss plot beside the weights.
@@ -17,10 +23,13 @@ import time
 
 from absl import app, flags
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import specjax
 from specjax.data import code_corpus
+from specjax.data import generated
+from specjax.drafters import vocab
 from specjax.drafters.eagle import Eagle
 from specjax.models import eagle_head, heads
 from specjax.train import eagle as train_eagle
@@ -42,36 +51,67 @@ flags.DEFINE_list("gen_temperatures", ["0.0", "0.7"], "temperatures the generate
 flags.DEFINE_list("eval_gammas", [str(g) for g in range(1, 8)], "draft lengths to measure")
 flags.DEFINE_bool("eval_only", False, "skip training; evaluate the head at --out")
 flags.DEFINE_integer("seed", 0, "init and data seed")
+flags.DEFINE_enum("data", "generated", ["generated", "real"], "demo-style generations, or make_real_data.py's")
+flags.DEFINE_string("data_dir", "", "make_real_data.py's folder (default: its default for --target)")
+flags.DEFINE_integer("k", 0, "draft vocabulary size (0: the target's whole vocabulary)")
+flags.DEFINE_integer("crop", 128, "--data=real: tokens per training row")
 
 
-def evaluate(target, head):
-  prompts = np.stack(code_corpus.held_out_prompts(8, 96, seed=0)).astype(np.int32)
-  return train_heads.acceptance_by_gamma(target, Eagle(head), prompts, [int(g) for g in FLAGS.eval_gammas])
+def evaluate(target, head, subset=None, prompts=None):
+  if prompts is None:
+    prompts = np.stack(code_corpus.held_out_prompts(8, 96, seed=0)).astype(np.int32)
+  return train_heads.acceptance_by_gamma(target, Eagle(head, None if subset is None else jnp.asarray(subset, jnp.int32)), prompts, [int(g) for g in FLAGS.eval_gammas],
+                                         max_new_tokens=64 if FLAGS.data == "real" else 128)
+
+
+def real_text(target):
+  """Crops of the target's own generations (train and held out) and held-out prompts for evaluation."""
+  folder = pathlib.Path(FLAGS.data_dir) if FLAGS.data_dir else generated.default_out(FLAGS.target)
+
+  def crops(split):
+    d = generated.load_shards(folder, split)
+    seq, _ = generated.joined(d)
+    start = np.clip(d["prompt_lengths"] - FLAGS.crop // 4, 0, seq.shape[1] - FLAGS.crop)
+    return np.stack([seq[i, s:s + FLAGS.crop] for i, s in enumerate(start)]), d
+  train, _ = crops("shards")
+  held, hd = crops("held_out")
+  idx = np.flatnonzero(hd["prompt_lengths"] >= 32)[:4]  # equal-length prompts (cut to 32): no padding
+  prompts = hd["prompts"][idx, :32]
+  counts = generated.token_counts(folder, target.vocab_size)
+  return train, held[:32], prompts.astype(np.int32), counts
 
 
 def main(_):
   t0 = time.time()
-  target = specjax.checkpoint.load_model(FLAGS.target)
+  target = (specjax.checkpoint.load_model(FLAGS.target) if pathlib.Path(FLAGS.target).is_dir()
+            else specjax.load_pretrained(FLAGS.target)[0])
   out = pathlib.Path(FLAGS.out)
+  eval_prompts, subset = None, None
+  if FLAGS.data == "real":
+    text, held_text, eval_prompts, counts = real_text(target)
+    if FLAGS.k:
+      subset = vocab.top_k_subset(counts, FLAGS.k)
   if FLAGS.eval_only:
-    print(json.dumps(evaluate(target, heads.load_head(out)), indent=2))
+    subset = np.load(out / "subset.npy") if (out / "subset.npy").is_file() else None
+    print(json.dumps(evaluate(target, heads.load_head(out), subset, eval_prompts), indent=2))
     return
   tc = target.config
   module = eagle_head.EagleHead(eagle_head.EagleConfig(
       vocab_size=tc.vocab_size, d_model=tc.d_model, num_heads=tc.num_heads, num_kv_heads=tc.num_kv_heads,
       head_dim=tc.head_dim, mlp_dim=FLAGS.mlp_dim, target_layers=eagle_head.eagle3_layers(tc.num_layers),
-      rope_theta=tc.rope_theta))
+      rope_theta=tc.rope_theta, draft_vocab_size=FLAGS.k))
   init = heads.init_head(module, FLAGS.seed)
   layers = module.cfg.target_layers
-  temps = tuple(float(t) for t in FLAGS.gen_temperatures)
-  text = train_heads.text_pool(target, code_corpus.load_split("train"), FLAGS.pool, FLAGS.seq_len,
-                               temperatures=temps, seed=FLAGS.seed)
-  held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, FLAGS.seq_len,
-                                    temperatures=temps, seed=FLAGS.seed + 1)
+  if FLAGS.data == "generated":
+    temps = tuple(float(t) for t in FLAGS.gen_temperatures)
+    text = train_heads.text_pool(target, code_corpus.load_split("train"), FLAGS.pool, FLAGS.seq_len,
+                                 temperatures=temps, seed=FLAGS.seed)
+    held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, FLAGS.seq_len,
+                                      temperatures=temps, seed=FLAGS.seed + 1)
   pool = train_heads.feature_pool(target, text, layers)
   held = train_heads.feature_pool(target, held_text, layers)
   print(f"data pool ready: {text.shape}, features of layers {layers}, in {time.time() - t0:.0f}s")
-  loss_fn = train_eagle.eagle_loss(module, target, FLAGS.depth)
+  loss_fn = train_eagle.eagle_loss(module, target, FLAGS.depth, subset_K=subset)
   probe = train_heads.pool_batch(held, 0, 32, 1234)
   metrics = lambda params: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
   before = metrics(init.params)
@@ -83,10 +123,13 @@ def main(_):
             "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
             "train_wall_s": round(time.time() - t0, 1)}
   heads.save_head(head, out, dtype="bfloat16")
+  if subset is not None:
+    np.save(out / "subset.npy", subset)
+    report["subset_coverage"] = round(vocab.coverage(counts, subset), 4)
   loop.plot_loss(FLAGS.workdir, title="EAGLE-3 head on the frozen target")
   curve = loop.read_metrics(FLAGS.workdir)
   report["curve"] = [{k: round(r[k], 4) for k in ("step", "loss", "accept_len")} for r in curve[::max(len(curve) // 30, 1)]]
-  report["acceptance_greedy"] = evaluate(target, head)
+  report["acceptance_greedy"] = evaluate(target, head, subset, eval_prompts)
   (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
   print(json.dumps(report, indent=2))
 

@@ -56,20 +56,6 @@ flags.DEFINE_float("labelled_share", 0.5, "share of each batch from the labelled
 LABEL_SEQ, LABEL_BATCH = 128, 16
 
 
-def sequences(d) -> tuple[np.ndarray, np.ndarray]:
-  """``[N, P + T]`` prompt + continuation ids (right-padded) and a mask of continuation tokens."""
-  n, p = d["prompts"].shape
-  t = d["tokens"].shape[1]
-  seq = np.zeros((n, p + t), np.int32)
-  gen = np.zeros((n, p + t), bool)
-  for i in range(n):
-    pl, gl = d["prompt_lengths"][i], d["lengths"][i]
-    seq[i, :pl] = d["prompts"][i, :pl]
-    seq[i, pl:pl + gl] = d["tokens"][i, :gl]
-    gen[i, pl:pl + gl] = True
-  return seq, gen
-
-
 def teacher_labels(target, tok, folder: pathlib.Path, minutes: float) -> dict | None:
   """Train-split stdlib crops (``LABEL_SEQ`` tokens at line starts) with the target's argmax at every
   position: the target's greedy choice in a real context, ~5x cheaper per label than generating."""
@@ -162,8 +148,8 @@ def main(argv):
   frozen = {k: v for k, v in model.params.items() if k in draft_lm.FROZEN_KEYS}
   params = {k: v for k, v in model.params.items() if k not in draft_lm.FROZEN_KEYS}
   loss_fn = make_loss(model.module, frozen, jnp.asarray(to_k))
-  seq, gen = sequences(train)
-  hseq, hgen = sequences(held)
+  seq, gen = make_real_data.joined(train)
+  hseq, hgen = make_real_data.joined(held)
   print(f"train: {len(seq)} sequences, {int(gen.sum())} target tokens; held out: {len(hseq)}, "
         f"{int(hgen.sum())}; K={FLAGS.k} covers {vocab.coverage(counts, subset):.4f} of train tokens, "
         f"{vocab.coverage(held_counts, subset):.4f} of held-out", flush=True)

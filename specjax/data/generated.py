@@ -34,3 +34,15 @@ def token_counts(folder, vocab_size: int) -> np.ndarray:
   return np.bincount(d["tokens"][valid].ravel(), minlength=vocab_size).astype(np.int64)
 
 
+def joined(d) -> tuple[np.ndarray, np.ndarray]:
+  """``[N, P + T]`` prompt + continuation ids (right-padded) and a mask of continuation tokens."""
+  n, p = d["prompts"].shape
+  t = d["tokens"].shape[1]
+  seq = np.zeros((n, p + t), np.int32)
+  gen = np.zeros((n, p + t), bool)
+  for i in range(n):
+    pl, gl = d["prompt_lengths"][i], d["lengths"][i]
+    seq[i, :pl] = d["prompts"][i, :pl]
+    seq[i, pl:pl + gl] = d["tokens"][i, :gl]
+    gen[i, pl:pl + gl] = True
+  return seq, gen
