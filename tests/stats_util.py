@@ -7,6 +7,11 @@ from scipy import stats as scipy_stats
 import specjax
 
 PROMPT = np.array([[1, 2, 3, 1, 2]])
+# rows per chi-squared run. 20k (was 50k) keeps the wrong rules far past the 1e-6 line on 64 cells:
+# on 20k rows, accepting every draft, lenience 0.5 and resampling from p give p-values that
+# underflow to 0, and the subtlest one, test_tree_exactness's stale q, gives 3e-231 (10k: 4e-108);
+# the compiled loop's run time is proportional to it.
+N = 20_000
 
 
 def exact_joint(target, sampling, prompt=PROMPT):
@@ -18,7 +23,7 @@ def exact_joint(target, sampling, prompt=PROMPT):
   return joint / joint.sum()  # float64, sums to 1: scipy checks observed and expected totals agree
 
 
-def sampled_counts(target, drafter, sampling, n=50_000, gamma=2, lenience=1.0, seed=0, prompt=PROMPT):
+def sampled_counts(target, drafter, sampling, n=N, gamma=2, lenience=1.0, seed=0, prompt=PROMPT):
   v = target.vocab_size
   prompts = np.repeat(prompt, n, 0)
   lengths = np.full((n,), prompt.shape[1])

@@ -1,6 +1,6 @@
 """Proof obligation 2: sampled speculative output is distributed exactly as the target's.
 
-50k rows share one prompt; each generates a 2-token continuation. A chi-squared test compares
+20k rows (stats_util.N) share one prompt; each generates a 2-token continuation. A chi-squared test compares
 the 64 joint counts with the exact distribution computed from ``specjax.logits`` (with the same
 temperature/top-k/top-p). The same check must reject deliberately wrong rules, which shows it
 has the power to catch a subtle bug.
@@ -15,7 +15,7 @@ from specjax import accept, testing
 from specjax import tree as tree_lib
 
 V = 8
-N = 50_000
+N = stats_util.N
 PROMPT = np.array([[1, 2, 3, 1, 2]])
 
 
