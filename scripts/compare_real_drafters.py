@@ -36,7 +36,11 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("target", "smollm2-135m-instruct", "target checkpoint")
 flags.DEFINE_string("drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
 flags.DEFINE_string("data", "", "data folder of make_real_data.py (its held-out prompts)")
-flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram")
+flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram, eagle, eagle_dynamic")
+flags.DEFINE_string("eagle", "smollm2/eagle", "EAGLE-3 head folder (scripts/train_eagle.py --data=real)")
+flags.DEFINE_integer("eagle_gamma", 4, "EAGLE chain length / dynamic tree depth")
+flags.DEFINE_integer("eagle_top_k", 4, "EAGLE dynamic tree: children per expanded node")
+flags.DEFINE_integer("eagle_total_tokens", 8, "EAGLE dynamic tree: draft nodes verified per row")
 flags.DEFINE_list("batch_sizes", "1,8", "batch sizes")
 flags.DEFINE_list("temperatures", "0,1", "temperatures")
 flags.DEFINE_integer("gamma", 5, "draft length of draft_lm")
@@ -74,6 +78,26 @@ def full_vocab_twin(drafter, target):
   return specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=0))
 
 
+def load_eagle(name, dynamic):
+  from specjax.drafters import eagle  # pylint: disable=import-outside-toplevel
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  path = pathlib.Path(name) if pathlib.Path(name).exists() else heads.ASSETS / name
+  head = heads.load_head(path)
+  return eagle.Eagle(head, eagle._load_subset(str(path), head), dynamic=dynamic)  # pylint: disable=protected-access
+
+
+def eagle_full_vocab_twin(drafter):
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  module = drafter.head.module
+  twin = heads.init_head(type(module)(dataclasses.replace(module.cfg, draft_vocab_size=0)), 0)
+  return drafter.replace(head=twin, subset_K=None)
+
+
+def num_nodes(drafter, gamma):
+  tree = getattr(drafter, "tree", None)
+  return gamma + 1 if tree is None else tree.num_nodes
+
+
 def measure_row(target, drafter, batches, gamma, sampling, eos_id):
   """Sums over the batches (B=1: one prompt each): tokens, seconds, stats."""
   tot = dict(ar_tokens=0, ar_s=0.0, spec_tokens=0, spec_s=0.0, iters=0, row_iters=0, accepted=0.0,
@@ -95,8 +119,8 @@ def measure_row(target, drafter, batches, gamma, sampling, eos_id):
     tot["alpha_w"] += st["alpha"] * st["row_iterations"]
     tot["identical"] &= bool(np.array_equal(spec.tokens, base.tokens))
   prompts, lengths = batches[0]
-  max_len = prompts.shape[1] + FLAGS.max_new_tokens + gamma + 1
-  c, v = measure.costs(target, drafter, prompts, lengths, gamma, gamma + 1, sampling, max_len)
+  max_len = prompts.shape[1] + FLAGS.max_new_tokens + num_nodes(drafter, gamma)
+  c, v = measure.costs(target, drafter, prompts, lengths, gamma, num_nodes(drafter, gamma), sampling, max_len)
   return tot, c, v
 
 
@@ -112,6 +136,11 @@ def main(argv):
     drafters["draft_lm"] = (draft_lm.load_drafter(FLAGS.drafter, target), FLAGS.gamma)
   if "ngram" in FLAGS.families:
     drafters["ngram"] = (specjax.drafters.NGram(3), FLAGS.ngram_gamma)
+  for family in ("eagle", "eagle_dynamic"):
+    if family in FLAGS.families:
+      dynamic = specjax.drafters.DynamicTree(FLAGS.eagle_gamma, FLAGS.eagle_top_k, FLAGS.eagle_total_tokens) \
+          if family == "eagle_dynamic" else None
+      drafters[family] = (load_eagle(FLAGS.eagle, dynamic), FLAGS.eagle_gamma)
   out_dir = pathlib.Path(FLAGS.out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
   results = []
@@ -139,6 +168,12 @@ def main(argv):
       p0, l0 = batches[0]
       row["c_full_vocab"] = round(measure.costs(target, twin, p0, l0, gamma, gamma + 1, sampling,
                                                 p0.shape[1] + FLAGS.max_new_tokens + gamma + 1)[0], 4)
+      row["k"] = int(drafter.subset_K.shape[0])
+    if family.startswith("eagle") and drafter.subset_K is not None:
+      p0, l0 = batches[0]
+      n = num_nodes(drafter, gamma)
+      row["c_full_vocab"] = round(measure.costs(target, eagle_full_vocab_twin(drafter), p0, l0, gamma, n, sampling,
+                                                p0.shape[1] + FLAGS.max_new_tokens + n)[0], 4)
       row["k"] = int(drafter.subset_K.shape[0])
     results.append(row)
     meta = {"argv": sys.argv, "target": FLAGS.target, "drafter": FLAGS.drafter, "max_new_tokens": FLAGS.max_new_tokens,

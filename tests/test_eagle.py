@@ -24,7 +24,7 @@ from specjax.train import heads as train_heads
 from specjax.train import loop
 
 V = 8
-N = 50_000
+N = stats_util.N  # rows per chi-squared run, shared with the other exactness tests
 T1 = specjax.Sampling(temperature=1.0)
 TOPP = specjax.Sampling(temperature=1.0, top_p=0.8)
 DEMO_HEAD = pathlib.Path(specjax.__file__).parent / "assets" / "demo" / "eagle"
@@ -143,8 +143,7 @@ def _demo_prompts(batch):
   return prompts, lengths
 
 
-@pytest.mark.parametrize("shape,batch", [("chain", 8), ("static", 8), ("dynamic", 8), ("dynamic", 1),
-                                         ("static", 3), ("chain", 3)])
+@pytest.mark.parametrize("shape,batch", [("chain", 8), ("static", 3), ("dynamic", 8), ("dynamic", 1)])
 def test_greedy_equality_with_the_trained_head(demo, shape, batch):
   target, head = demo
   prompts, lengths = _demo_prompts(batch)
