@@ -56,7 +56,7 @@ def test_outputs_are_not_trivial(family):
 def test_drafter_equal_to_target_accepts_everything(family, batch):
   _, target, _ = family
   prompts, lengths = _prompts(batch, seed=5)
-  gamma = 4
+  gamma = 7  # (1, 7) and (3, 7) are test_greedy_equality settings: its draft_model loop, compiled once
   out = specjax.speculative_generate(target, specjax.drafters.DraftModel(target), prompts, lengths,
                                      gamma=gamma, max_new_tokens=MAX_NEW)
   base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
@@ -100,11 +100,13 @@ def test_eos_in_the_middle(family):
 
 
 def test_ragged_rows_advance_by_their_own_counts():
-  """Row 0 gets a perfect drafter prompt (a repeated pattern), row 1 a hopeless one."""
-  target = testing.tiny_decoder(V, seed=0)
-  base = specjax.generate(target, *_prompts(2, seed=8), max_new_tokens=MAX_NEW)
-  out = specjax.speculative_generate(target, specjax.drafters.DraftModel(target), *_prompts(2, seed=8),
+  """Ragged rows (prompt lengths 9, 5, 2) and a drafter equal to the target: each row advances by its
+  own count (gamma + 1 per iteration here), whatever its prompt length."""
+  target = testing.tiny_decoder(V, seed=0)  # the decoder family's target: batch 3 at gamma 7 is compiled
+  base = specjax.generate(target, *_prompts(3, seed=8), max_new_tokens=MAX_NEW)
+  out = specjax.speculative_generate(target, specjax.drafters.DraftModel(target), *_prompts(3, seed=8),
                                      gamma=7, max_new_tokens=MAX_NEW)
   np.testing.assert_array_equal(out.tokens, base.tokens)
-  # with everything accepted, both rows finish in ceil(20 / 8) iterations, not one per token
+  assert len(set(_prompts(3, seed=8)[1].tolist())) > 1  # ragged
+  # with everything accepted, every row finishes in ceil(20 / 8) iterations, not one per token
   assert out.stats["iterations"] == 3

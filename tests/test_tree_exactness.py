@@ -1,7 +1,7 @@
 """Token trees keep the target's distribution: multi-round verification with i.i.d. siblings and
 with siblings drawn without replacement (recursive rejection sampling), on width-3 trees.
 
-Same design as test_exactness.py: 50k rows share one prompt, each generates 2 tokens, and a
+Same design as test_exactness.py: 20k rows share one prompt, each generates 2 tokens, and a
 chi-squared test compares the 64 joint counts with the exact target distribution. A plausible
 wrong variant (forgetting to update q after a without-replacement rejection) must fail it.
 """
