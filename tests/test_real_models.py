@@ -15,7 +15,7 @@ import pytest
 import specjax
 from specjax import loading, registry
 
-N_NEW = 64
+N_NEW = 32  # greedy parity over 32 new tokens (was 64): the torch reference generates row by row, N_NEW steps each
 PROMPTS = ["def fibonacci(n):\n", "The capital of France is", "Die Katze sitzt auf dem Dach und",
            "import numpy as np\n\nx = np.linspace(0, 1, 11)\n# the mean of x is"]
 MODELS = ("smollm2-135m-instruct", "gemma3-270m")

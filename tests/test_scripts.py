@@ -36,7 +36,9 @@ def _run(script, args, tmp_cache, timeout=300):
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
-  return tmp_path_factory.mktemp("jax_cache")
+  """The session's persistent compilation cache (tests/conftest.py), shared with the notebooks'
+  subprocesses (also one device); a folder of this module's own when the session has none."""
+  return os.environ.get("JAX_COMPILATION_CACHE_DIR") or tmp_path_factory.mktemp("jax_cache")
 
 
 @pytest.fixture(scope="module")
