@@ -129,6 +129,7 @@ def collective_bytes(compiled_or_text, num_devices: int) -> float:
 def build_module(cfg: dict) -> nn.Module:
   cfg = dict(cfg)
   family = cfg.pop("family", "decoder")
+  cfg.pop("checkpoint", None)  # a dry run plans from the size fields; weights are never read
   if family == "decoder":
     from specjax.models.decoder import Decoder, DecoderConfig  # pylint: disable=import-outside-toplevel
     return Decoder(DecoderConfig(**cfg))

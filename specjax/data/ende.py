@@ -40,7 +40,7 @@ def load_pairs(dirs=DEFAULT_DIRS, max_chars: int = 200) -> list[tuple[str, str]]
 
 
 # Catalogues held out for evaluation (T5 EnDe, scripts/train_t5_ende.py): command-line tools' messages,
-# about 6% of the pairs. A string that any held-out catalogue contains is dropped from training too
+# about 5% of the pairs. A string that any held-out catalogue contains is dropped from training too
 # (gnulib messages recur across programs), so every evaluation source is unseen in training.
 HELD_OUT_CATALOGUES = ("diffutils", "grep", "make", "psmisc", "sed", "tar", "wget", "xz")
 T5_PREFIX = "translate English to German: "
