@@ -118,8 +118,7 @@ def build_prompts(tok, seed: int, code_tokens: int, prompt_len: int):
   for name, pairs in tqdm(catalogue_pairs().items(), desc="prompts: catalogues", mininterval=5):
     held = held_out_name(name)
     for en, _ in pairs:
-      chat = tok.apply_chat_template([{"role": "user", "content": f"Translate to German: {en}"}])
-      add("ende", name, tok.encode(chat, add_special_tokens=False), held)
+      add("ende", name, tok.encode(translate_prompt(tok, en), add_special_tokens=False), held)
     msgids = [en for en, _ in pairs if " " in en and en[:1].isupper()]
     for i in range(0, len(msgids) - 4, 40):  # runs of msgids as plain text
       add("text", name, tok.encode(" ".join(msgids[i:i + 4]), add_special_tokens=False)[:40], held)
@@ -150,6 +149,15 @@ def generate_shard(target, rows, tok, path: pathlib.Path):
            sources=np.array([r["source"] for r in rows]), seconds=np.float64(dt))
   tmp.rename(path)  # atomic: a half-written shard is never read
   return int(out.lengths.sum()), dt
+
+
+def translate_prompt(tok, en: str) -> str:
+  """A chat prompt for an instruct model; a base model (no chat template, e.g. Gemma 3 270M) gets
+  the plain-text form ``English: ...\nGerman:``."""
+  try:
+    return tok.apply_chat_template([{"role": "user", "content": f"Translate to German: {en}"}])
+  except ValueError:
+    return f"Translate to German.\nEnglish: {en}\nGerman:"
 
 
 def main(argv):
@@ -185,6 +193,9 @@ def main(argv):
       new_tokens, gen_s = new_tokens + n, gen_s + dt
       bar.update(1)
       bar.set_postfix(tok_s=f"{new_tokens / gen_s:.0f}", tokens=new_tokens)
+  if not any((out / "shards").glob("[0-9]*[0-9].npz")):
+    print(f"no train shards yet under {out}/shards (prompts written; raise --minutes to generate)")
+    return
   counts = token_counts(out, target.vocab_size)
   np.save(out / "token_counts.npy", counts)
   shards = sorted((out / "shards").glob("[0-9]*[0-9].npz"))

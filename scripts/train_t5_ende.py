@@ -40,6 +40,7 @@ flags.DEFINE_integer("steps", None, "optimizer steps (default: the stage's)")
 flags.DEFINE_integer("stop_after", None, "end this run at that step (checkpointed; a later run resumes)")
 flags.DEFINE_integer("eval_pairs", 500, "held-out pairs for chrF (--stage=eval)")
 flags.DEFINE_integer("seed", 0, "seed for init and data order")
+flags.DEFINE_float("learning_rate", None, "peak AdamW rate (default: the stage's); a resumed run may lower it")
 
 VOCAB = 2000
 _T5 = dict(vocab_size=VOCAB, relative_attention_num_buckets=32, relative_attention_max_distance=128)
@@ -55,6 +56,7 @@ DRAFTERS = {  # decoder depth sets c (the encoder runs once per prompt)
                       mlp_dim=192, **_T5),
 }
 STEPS = {"target": 300, "drafters": 150}
+LEARNING_RATE = {"target": 3e-3, "drafters": 3e-3}
 
 
 def splits(tok):
@@ -75,7 +77,8 @@ def bf16(cfg):
 def train_target(data, workdir, steps):
   module = T5(bf16(TARGET))
   init = bundle.init_model(module, FLAGS.seed)
-  cfg = loop.TrainConfig(steps=steps, learning_rate=3e-3, warmup_steps=40, checkpoint_every=20)
+  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE["target"], warmup_steps=40,
+                         checkpoint_every=20)
   params = loop.train(init.params, seq2seq.ce_loss(module), seq2seq.Batches(data["train"], FLAGS.seed), cfg,
                       workdir, desc="T5 target", stop_after=FLAGS.stop_after)
   model = bundle.Model(T5(TARGET), params)
@@ -102,7 +105,8 @@ def train_drafters(names, data, workdir, steps):
       metrics.update({f"{n}/{k}": v for k, v in dict(m, loss=loss).items()})
     return total, metrics
 
-  cfg = loop.TrainConfig(steps=steps, learning_rate=3e-3, warmup_steps=20, checkpoint_every=25, clip_norm=3.0)
+  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE["drafters"], warmup_steps=20,
+                         checkpoint_every=25, clip_norm=3.0)
   params = loop.train(init, loss_fn, seq2seq.Batches(data["train"], FLAGS.seed + 2), cfg, workdir,
                       desc=f"T5 drafters {','.join(names)} (KD)", stop_after=FLAGS.stop_after)
   out = {}
