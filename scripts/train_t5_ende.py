@@ -40,6 +40,7 @@ flags.DEFINE_integer("steps", None, "optimizer steps (default: the stage's)")
 flags.DEFINE_integer("stop_after", None, "end this run at that step (checkpointed; a later run resumes)")
 flags.DEFINE_integer("eval_pairs", 500, "held-out pairs for chrF (--stage=eval)")
 flags.DEFINE_integer("seed", 0, "seed for init and data order")
+flags.DEFINE_float("dec_input_dropout", 0.0, "fraction of decoder input tokens replaced by UNK (word dropout)")
 flags.DEFINE_float("learning_rate", None, "peak AdamW rate (default: the stage's); a resumed run may lower it")
 
 VOCAB = 2000
@@ -79,7 +80,8 @@ def train_target(data, workdir, steps):
   init = bundle.init_model(module, FLAGS.seed)
   cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE["target"], warmup_steps=40,
                          checkpoint_every=20)
-  params = loop.train(init.params, seq2seq.ce_loss(module), seq2seq.Batches(data["train"], FLAGS.seed), cfg,
+  batches = seq2seq.Batches(data["train"], FLAGS.seed, dec_input_dropout=FLAGS.dec_input_dropout)
+  params = loop.train(init.params, seq2seq.ce_loss(module), batches, cfg,
                       workdir, desc="T5 target", stop_after=FLAGS.stop_after)
   model = bundle.Model(T5(TARGET), params)
   held = seq2seq.eval_metrics(seq2seq.ce_loss(module), params, data["held_out"])

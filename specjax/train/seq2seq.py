@@ -57,10 +57,19 @@ def make_batch(data: Tokenized, idx, width: int, pad_id: int = 0, start_id: int 
 
 
 class Batches:
-  """Bucketed training batches: bucket drawn in proportion to its pairs, rows uniform within it."""
+  """Bucketed training batches: bucket drawn in proportion to its pairs, rows uniform within it.
 
-  def __init__(self, data: Tokenized, seed: int, buckets=BUCKETS):
+  ``dec_input_dropout`` replaces that fraction of the decoder's input tokens (never the start
+  token, never the labels) by ``unk_id``: word dropout, a data-side regulariser that makes the
+  decoder's own history unreliable, so a small model on little data must read the encoder instead
+  of memorising the German side as a language model.
+  """
+
+  def __init__(self, data: Tokenized, seed: int, buckets=BUCKETS, dec_input_dropout: float = 0.0, unk_id: int = 2):
+    if not 0.0 <= dec_input_dropout < 1.0:
+      raise ValueError(f"dec_input_dropout={dec_input_dropout} must be in [0, 1)")
     self.data, self.seed, self.buckets = data, seed, buckets
+    self.dec_input_dropout, self.unk_id = dec_input_dropout, unk_id
     longest = np.array([max(len(e), len(d)) for e, d in zip(data.enc, data.dec)])
     self.members, lo = [], 0
     for width, _ in buckets:
@@ -73,7 +82,12 @@ class Batches:
     rng = np.random.default_rng([self.seed, step])
     b = int(rng.choice(len(self.buckets), p=self.prob))
     width, rows = self.buckets[b]
-    return make_batch(self.data, rng.choice(self.members[b], rows), width)
+    batch = make_batch(self.data, rng.choice(self.members[b], rows), width)
+    if self.dec_input_dropout:
+      dec = batch["dec_in"]
+      drop = (rng.random(dec.shape) < self.dec_input_dropout) & (dec != 0)  # pads and the start token stay
+      batch["dec_in"] = np.where(drop, self.unk_id, dec).astype(np.int32)
+    return batch
 
 
 def _logits(module, params, batch):
