@@ -122,3 +122,18 @@ def test_cpu_config_uses_the_trained_pair_and_real_prompts(tok):
   assert all(json.loads(line) in held for line in pathlib.Path(cfg.prompts_file).read_text().splitlines())
   paper = mod.get_config("")
   assert paper.target.checkpoint == "" and paper.target.d_model == 4096  # the dry run keeps the sizes
+
+
+def test_word_dropout_hides_decoder_inputs_only():
+  rng = np.random.default_rng(0)
+  data = seq2seq.Tokenized([list(rng.integers(3, 50, 10)) + [1] for _ in range(200)],
+                           [list(rng.integers(3, 50, int(n))) + [1] for n in rng.integers(5, 20, 200)])
+  clean, noisy = seq2seq.Batches(data, 0)(3), seq2seq.Batches(data, 0, dec_input_dropout=0.3)(3)
+  for key in ("enc", "enc_len", "labels"):
+    np.testing.assert_array_equal(noisy[key], clean[key])
+  real = clean["dec_in"] != 0  # the start token and pads are 0 and never replaced
+  dropped = noisy["dec_in"] != clean["dec_in"]
+  assert not dropped[~real].any() and (noisy["dec_in"][dropped] == 2).all()
+  assert 0.25 < dropped[real].mean() < 0.35
+  with pytest.raises(ValueError, match="dec_input_dropout=1.0"):
+    seq2seq.Batches(data, 0, dec_input_dropout=1.0)
