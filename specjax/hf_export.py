@@ -4,7 +4,8 @@ The exact inverse of :func:`specjax.hf_import.from_hf`'s Llama mapping, so
 ``from_hf(to_hf_llama(model, dir))`` gives back the same params. specjax's decoder is a Llama
 (RMSNorm with a weight multiply, rotate-half RoPE, SwiGLU, GQA, no biases), so this is transposes
 and reshapes only. Written so transformers' own ``generate`` (and assisted generation) can run
-specjax weights side by side with specjax (scripts/compare_hf.py). Needs no torch.
+specjax weights side by side with specjax (scripts/compare_hf.py). The exports need no torch; only
+:func:`load_draft_lm_torch` imports it.
 """
 from __future__ import annotations
 
