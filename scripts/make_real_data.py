@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import gettext
-import hashlib
 import json
 import os
 import pathlib

@@ -57,7 +57,7 @@ DRAFTERS = {  # decoder depth sets c (the encoder runs once per prompt)
                       mlp_dim=192, **_T5),
 }
 STEPS = {"target": 300, "drafters": 150}
-LEARNING_RATE = {"target": 3e-3, "drafters": 3e-3}
+LEARNING_RATE = 3e-3  # peak, both stages
 
 
 def splits(tok):
@@ -78,7 +78,7 @@ def bf16(cfg):
 def train_target(data, workdir, steps):
   module = T5(bf16(TARGET))
   init = bundle.init_model(module, FLAGS.seed)
-  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE["target"], warmup_steps=40,
+  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE, warmup_steps=40,
                          checkpoint_every=20)
   batches = seq2seq.Batches(data["train"], FLAGS.seed, dec_input_dropout=FLAGS.dec_input_dropout)
   params = loop.train(init.params, seq2seq.ce_loss(module), batches, cfg,
@@ -107,7 +107,7 @@ def train_drafters(names, data, workdir, steps):
       metrics.update({f"{n}/{k}": v for k, v in dict(m, loss=loss).items()})
     return total, metrics
 
-  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE["drafters"], warmup_steps=20,
+  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE, warmup_steps=20,
                          checkpoint_every=25, clip_norm=3.0)
   params = loop.train(init, loss_fn, seq2seq.Batches(data["train"], FLAGS.seed + 2), cfg, workdir,
                       desc=f"T5 drafters {','.join(names)} (KD)", stop_after=FLAGS.stop_after)
