@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 import specjax
 from specjax import measure, theory
+from specjax import tree as tree_lib
 from specjax.data import generated
 from specjax.models import draft_lm
 
@@ -36,7 +37,11 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("target", "smollm2-135m-instruct", "target checkpoint")
 flags.DEFINE_string("drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
 flags.DEFINE_string("data", "", "data folder of make_real_data.py (its held-out prompts)")
-flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram, eagle, eagle_dynamic")
+flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram, mtp, medusa, eagle, eagle_dynamic")
+flags.DEFINE_string("mtp", "smollm2/mtp", "MTP head folder (scripts/train_real_heads.py --family=mtp)")
+flags.DEFINE_integer("mtp_gamma", 3, "MTP chain length")
+flags.DEFINE_string("medusa", "smollm2/medusa", "Medusa heads folder (scripts/train_real_heads.py --family=medusa)")
+flags.DEFINE_string("medusa_tree", "chain3+1x2", "Medusa tree (specjax.tree.parse_chain_paths); gamma = its depth")
 flags.DEFINE_string("eagle", "smollm2/eagle", "EAGLE-3 head folder (scripts/train_eagle.py --data=real)")
 flags.DEFINE_integer("eagle_gamma", 4, "EAGLE chain length / dynamic tree depth")
 flags.DEFINE_integer("eagle_top_k", 4, "EAGLE dynamic tree: children per expanded node")
@@ -93,6 +98,33 @@ def eagle_full_vocab_twin(drafter):
   return drafter.replace(head=twin, subset_K=None)
 
 
+def load_heads_drafter(family, target):
+  """``(drafter, gamma)`` for the MTP or Medusa rows, with the truncated vocabulary saved beside them."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  if family == "mtp":
+    folder = heads.resolve(FLAGS.mtp)
+    if folder is None:
+      raise FileNotFoundError(f"no MTP head at {FLAGS.mtp!r} (train it with scripts/train_real_heads.py --family=mtp)")
+    cfg = ml_collections.ConfigDict({"drafter": {"checkpoint": str(folder)}, "seed": 0})
+    return specjax.drafters.MTP.from_config(cfg, target), FLAGS.mtp_gamma
+  if heads.resolve(FLAGS.medusa) is None:
+    raise FileNotFoundError(f"no Medusa heads at {FLAGS.medusa!r} (scripts/train_real_heads.py --family=medusa)")
+  depth = max(map(len, tree_lib.parse_chain_paths(FLAGS.medusa_tree)))
+  cfg = ml_collections.ConfigDict({"medusa_heads": str(heads.resolve(FLAGS.medusa)), "medusa_tree": FLAGS.medusa_tree,
+                                   "gamma": depth, "seed": 0})
+  return medusa.from_config(cfg, target), depth
+
+
+def heads_full_vocab_twin(drafter, target):
+  """MTP / Medusa without the subset: the same heads over the target's whole LM head."""
+  if drafter.name == "mtp":
+    return drafter.replace(subset_K=None)
+  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+  return medusa.Medusa.create(target, drafter.heads, drafter.paths)
+
+
 def num_nodes(drafter, gamma):
   tree = getattr(drafter, "tree", None)
   return gamma + 1 if tree is None else tree.num_nodes
@@ -136,6 +168,9 @@ def main(argv):
     drafters["draft_lm"] = (draft_lm.load_drafter(FLAGS.drafter, target), FLAGS.gamma)
   if "ngram" in FLAGS.families:
     drafters["ngram"] = (specjax.drafters.NGram(3), FLAGS.ngram_gamma)
+  for family in ("mtp", "medusa"):
+    if family in FLAGS.families:
+      drafters[family] = load_heads_drafter(family, target)
   for family in ("eagle", "eagle_dynamic"):
     if family in FLAGS.families:
       dynamic = specjax.drafters.DynamicTree(FLAGS.eagle_gamma, FLAGS.eagle_top_k, FLAGS.eagle_total_tokens) \
@@ -169,6 +204,14 @@ def main(argv):
       row["c_full_vocab"] = round(measure.costs(target, twin, p0, l0, gamma, gamma + 1, sampling,
                                                 p0.shape[1] + FLAGS.max_new_tokens + gamma + 1)[0], 4)
       row["k"] = int(drafter.subset_K.shape[0])
+    if family in ("mtp", "medusa") and drafter.subset_K is not None:
+      p0, l0 = batches[0]
+      n = num_nodes(drafter, gamma)
+      row["c_full_vocab"] = round(measure.costs(target, heads_full_vocab_twin(drafter, target), p0, l0, gamma, n,
+                                                sampling, p0.shape[1] + FLAGS.max_new_tokens + n)[0], 4)
+      row["k"] = int(drafter.subset_K.shape[0])
+    if family == "medusa":
+      row["tree"] = f"{FLAGS.medusa_tree}, {num_nodes(drafter, gamma) - 1} nodes"
     if family.startswith("eagle") and drafter.subset_K is not None:
       p0, l0 = batches[0]
       n = num_nodes(drafter, gamma)
@@ -190,7 +233,7 @@ def markdown(rows) -> str:
   for r in rows:
     same = {True: "yes", False: "**NO**", None: "n/a"}[r["identical_at_t0"]]
     cf = f"{r['c_full_vocab']:.3f}" if "c_full_vocab" in r else "–"
-    name = r["family"] + (f" (K={r['k']})" if "k" in r else "")
+    name = r["family"] + (f" (K={r['k']})" if "k" in r else "") + (f", {r['tree']}" if "tree" in r else "")
     lines.append(f"| {name} | {r['batch_size']} | {r['temperature']:g} | {r['gamma']} | {r['drafter_params']:,} "
                  f"| {r['alpha']:.3f} | {r['tokens_per_pass']:.2f} | {r['c']:.3f} | {cf} | {r['v']:.2f} "
                  f"| {r['ar_tok_s']:.1f} | {r['spec_tok_s']:.1f} | {r['speedup']:.2f}x | {r['expected_speedup']:.2f}x "

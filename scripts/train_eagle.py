@@ -67,18 +67,9 @@ def evaluate(target, head, subset=None, prompts=None):
 def real_text(target):
   """Crops of the target's own generations (train and held out) and held-out prompts for evaluation."""
   folder = pathlib.Path(FLAGS.data_dir) if FLAGS.data_dir else generated.default_out(FLAGS.target)
-
-  def crops(split):
-    d = generated.load_shards(folder, split)
-    seq, _ = generated.joined(d)
-    start = np.clip(d["prompt_lengths"] - FLAGS.crop // 4, 0, seq.shape[1] - FLAGS.crop)
-    return np.stack([seq[i, s:s + FLAGS.crop] for i, s in enumerate(start)]), d
-  train, _ = crops("shards")
-  held, hd = crops("held_out")
-  idx = np.flatnonzero(hd["prompt_lengths"] >= 32)[:4]  # equal-length prompts (cut to 32): no padding
-  prompts = hd["prompts"][idx, :32]
-  counts = generated.token_counts(folder, target.vocab_size)
-  return train, held[:32], prompts.astype(np.int32), counts
+  train, _ = generated.crops(folder, "shards", FLAGS.crop)
+  held, hd = generated.crops(folder, "held_out", FLAGS.crop)
+  return train, held[:32], generated.eval_prompts(hd), generated.token_counts(folder, target.vocab_size)
 
 
 def main(_):

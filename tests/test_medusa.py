@@ -95,3 +95,57 @@ def test_config_trees(trained, tmp_path):
   cfg.medusa_tree = "chian3"
   with pytest.raises(ValueError, match="chian3"):
     medusa_lib.from_config(cfg, target)
+
+
+def test_truncated_heads_load_with_their_subset(trained, tmp_path):
+  """float16 heads + subset.npy (scripts/train_real_heads.py's layout): from_config truncates, exactly."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  target, heads = trained[:2]
+  subset = np.sort(np.random.RandomState(0).choice(V, V // 2, replace=False)).astype(np.int32)
+  medusa_lib.save_heads(heads, tmp_path, dtype="float16")
+  np.save(tmp_path / "subset.npy", subset)
+  cfg = ml_collections.ConfigDict(dict(medusa_heads=str(tmp_path), medusa_tree="chain3+1x2", gamma=3, seed=0))
+  drafter = medusa_lib.from_config(cfg, target)
+  np.testing.assert_array_equal(drafter.subset_K, subset)
+  assert drafter.lm_head_ExV.shape == (32, V // 2) and drafter.heads["w_KxExE"].dtype == np.float32
+  out = specjax.speculative_generate(target, drafter, *_prompts(3, seed=3), gamma=3, max_new_tokens=MAX_NEW)
+  base = specjax.generate(target, *_prompts(3, seed=3), max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, base.tokens)
+  assert out.stats["mean_accepted"] > 0
+
+
+def test_kl_loss_matches_its_definition_and_trains(trained, tmp_path):
+  """medusa_kl_loss: head k at t vs the target's distribution at t + k + 1, by hand; training lowers it."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  target = trained[0]
+  tokens = train_heads.generated_text(target, np.random.RandomState(1).randint(2, V, size=(16, PROMPT_LEN)), 24)
+  pool = train_heads.feature_pool(target, tokens, dtype="float32")
+  lm_head = medusa_lib.target_lm_head(target)
+  heads = medusa_lib.init_heads(None, NUM_HEADS, 32)
+  heads["w_KxExE"] = 0.1 * jax.random.normal(jax.random.PRNGKey(0), heads["w_KxExE"].shape)
+  loss_fn = medusa_train.medusa_kl_loss(lm_head, NUM_HEADS, decay=0.5)
+  batch = {k: jnp.asarray(v[:4]) for k, v in pool.items()}
+  loss, metrics = loss_fn(heads, batch)
+  hid = np.asarray(batch["hidden"], np.float64)
+  t = hid.shape[1] - NUM_HEADS - 1
+  s = np.asarray(medusa_lib.head_logits(heads, lm_head, batch["hidden"][:, :t]), np.float64)  # [B, t, K, V]
+  kls = []
+  for k in range(NUM_HEADS):
+    tl = hid[:, k + 1:k + 1 + t] @ np.asarray(lm_head, np.float64)
+    tp = np.exp(tl - tl.max(-1, keepdims=True))
+    tp /= tp.sum(-1, keepdims=True)
+    sl = s[:, :, k] - s[:, :, k].max(-1, keepdims=True)
+    s_logp = sl - np.log(np.exp(sl).sum(-1, keepdims=True))
+    kls.append(np.mean(np.sum(tp * (np.log(tp) - s_logp), -1)))
+  np.testing.assert_allclose(float(loss), np.dot(0.5 ** np.arange(NUM_HEADS), kls) / (0.5 ** np.arange(NUM_HEADS)).sum(),
+                             rtol=1e-4)
+  cfg = loop.TrainConfig(steps=40, learning_rate=1e-2, warmup_steps=2, weight_decay=0.0, checkpoint_every=1000,
+                         log_every=10)
+  trained_heads = loop.train(medusa_lib.init_heads(None, NUM_HEADS, 32), loss_fn,
+                             lambda step: train_heads.pool_batch(pool, step, 8, 0), cfg, tmp_path)
+  after, m_after = loss_fn(trained_heads, batch)
+  zero_loss, m_zero = loss_fn(medusa_lib.init_heads(None, NUM_HEADS, 32), batch)
+  assert float(after) < 0.8 * float(zero_loss), (float(after), float(zero_loss))
+  assert float(m_after["head0_top1"]) > float(m_zero["head0_top1"])
+  assert np.isfinite(float(metrics["accept_len"]))

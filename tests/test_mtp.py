@@ -99,3 +99,27 @@ def test_incompatible_target_is_a_clear_error(target):
   enc_dec = types.SimpleNamespace(is_encoder_decoder=True, config=target.config, vocab_size=V)  # checked first
   with pytest.raises(ValueError, match="decoder-only"):
     specjax.speculative_generate(enc_dec, make_mtp(target), p, [3], gamma=2, max_new_tokens=4)
+
+
+def test_truncated_head_loads_its_subset_from_config(target, tmp_path):
+  """A head folder with subset.npy (scripts/train_real_heads.py): from_config truncates; greedy stays exact;
+  mtp_loss with the whole vocabulary as its 'subset' equals the untruncated loss."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  drafter = make_mtp(target)
+  subset = np.arange(0, V, 2, dtype=np.int32)
+  folder = heads.save_head(drafter.head, tmp_path / "mtp")
+  np.save(folder / "subset.npy", subset)
+  cfg = ml_collections.ConfigDict(dict(drafter={"checkpoint": str(folder)}, seed=0))
+  loaded = specjax.drafters.MTP.from_config(cfg, target)
+  np.testing.assert_array_equal(loaded.subset_K, subset)
+  prompts = stats_util.prompts(3, seed=2)
+  out = specjax.speculative_generate(target, loaded, *prompts, gamma=3, max_new_tokens=MAX_NEW)
+  np.testing.assert_array_equal(out.tokens, specjax.generate(target, *prompts, max_new_tokens=MAX_NEW).tokens)
+  data = np.asarray(specjax.generate(target, *stats_util.prompts(4, seed=5), max_new_tokens=20).tokens)
+  batch = train_heads.target_features(target, data)
+  full = train_heads.mtp_loss(drafter.head.module, target, depth=2)(drafter.head.params, batch)[0]
+  everything = train_heads.mtp_loss(drafter.head.module, target, depth=2, subset_K=np.arange(V))(
+      drafter.head.params, batch)[0]
+  half = train_heads.mtp_loss(drafter.head.module, target, depth=2, subset_K=subset)(drafter.head.params, batch)[0]
+  np.testing.assert_allclose(float(everything), float(full), rtol=1e-5)
+  assert np.isfinite(float(half)) and abs(float(half) - float(full)) > 1e-4

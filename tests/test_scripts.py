@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from specjax.checkpoint import CheckpointError
@@ -137,3 +138,37 @@ def test_compare_drafters_one_table_over_families(tmp_path, cache_dir):
   assert rows["ngram"]["drafter_params"] == 0 and rows["mtp"]["drafter_params"] > 0
   assert rows["specinfer"]["drafted_nodes"] == 1 + 1 + 3 * 6 and rows["sparse"]["drafted_nodes"] == 4
   assert "| sparse |" in (tmp_path / "families.md").read_text()
+
+
+@pytest.mark.parametrize("family", ["mtp", "medusa", "dflash"])
+def test_train_real_heads_end_to_end(family, tmp_path, cache_dir):
+  """scripts/train_real_heads.py on the demo target and a small make_real_data-style folder: it trains,
+  writes weights + subset.npy + training.json, caches the features, and run.py's loaders read it back."""
+  rng = np.random.default_rng(0)
+  for split, n in (("shards", 24), ("held_out", 8)):
+    (tmp_path / "data" / split).mkdir(parents=True)
+    np.savez(tmp_path / "data" / split / "00000.npz", prompts=rng.integers(32, 127, (n, 40)).astype(np.int32),
+             prompt_lengths=np.full((n,), 40, np.int32), tokens=rng.integers(32, 127, (n, 48)).astype(np.int32),
+             lengths=np.full((n,), 48, np.int32), kinds=np.array(["code"] * n), sources=np.array(["x"] * n))
+  out = tmp_path / family
+  stdout = _run("train_real_heads.py", [f"--family={family}", "--target=specjax/assets/demo/target",
+                                        f"--data={tmp_path / 'data'}", f"--out={out}", f"--workdir={tmp_path / 'wd'}",
+                                        "--k=64", "--crop=64", "--steps=4", "--batch=4", "--eval_gammas=2",
+                                        "--mlp_dim=64", "--num_heads=2"], cache_dir)
+  report = json.loads((out / "training.json").read_text())
+  assert report["family"] == family and report["k"] == 64 and report["steps"] == 4 and report["train_rows"] == 24
+  assert 0 < report["subset_coverage"] <= 1 and report["acceptance_greedy"] and '"held_out_after"' in stdout
+  assert np.load(out / "subset.npy").shape == (64,)
+  assert len(list((tmp_path / "data").glob("features_crop64*.npz"))) == 1  # cached for the next run
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  import specjax  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+  target = specjax.checkpoint.load_model(REPO / "specjax/assets/demo/target")
+  if family in ("mtp", "dflash"):
+    cls = specjax.drafters.MTP if family == "mtp" else specjax.drafters.DFlash
+    drafter = cls.from_config(ml_collections.ConfigDict({"drafter": {"checkpoint": str(out)}, "seed": 0,
+                                                         "gamma": 3}), target)
+  else:
+    drafter = medusa.from_config(ml_collections.ConfigDict({"medusa_heads": str(out), "medusa_tree": "chain2",
+                                                            "gamma": 2, "seed": 0}), target)
+  assert drafter.subset_K.shape == (64,)

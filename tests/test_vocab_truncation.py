@@ -212,3 +212,8 @@ def test_generated_shards_and_counts(tmp_path):
   np.testing.assert_array_equal(generated.token_counts(tmp_path, 10), [0, 1, 1, 1, 0, 0, 0, 0, 0, 0])
   with pytest.raises(FileNotFoundError, match="held_out"):
     generated.load_shards(tmp_path, "held_out")
+  rows, _ = generated.crops(tmp_path, "shards", crop=4)  # the last crop // 4 prompt tokens, then the continuation
+  np.testing.assert_array_equal(rows, [[6, 1, 2, 0], [7, 3, 0, 0]])
+  with pytest.raises(ValueError, match="crop=9"):
+    generated.crops(tmp_path, "shards", crop=9)
+  np.testing.assert_array_equal(generated.eval_prompts(d, n=2, length=1), [[5], [7]])

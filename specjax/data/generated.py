@@ -46,3 +46,20 @@ def joined(d) -> tuple[np.ndarray, np.ndarray]:
     seq[i, pl:pl + gl] = d["tokens"][i, :gl]
     gen[i, pl:pl + gl] = True
   return seq, gen
+
+
+def crops(folder, split: str, crop: int) -> tuple[np.ndarray, dict]:
+  """``[N, crop]`` rows, one per sequence: the last ``crop // 4`` prompt tokens and the continuation
+  after them (the heads' training text), and the split's data."""
+  d = load_shards(folder, split)
+  seq, _ = joined(d)
+  if seq.shape[1] < crop:
+    raise ValueError(f"crop={crop} is longer than the generated sequences ({seq.shape[1]} tokens)")
+  start = np.clip(d["prompt_lengths"] - crop // 4, 0, seq.shape[1] - crop)
+  return np.stack([seq[i, s:s + crop] for i, s in enumerate(start)]), d
+
+
+def eval_prompts(d: dict, n: int = 4, length: int = 32) -> np.ndarray:
+  """``[n, length]`` held-out prompts cut to one length (no padding), for acceptance measurements."""
+  idx = np.flatnonzero(d["prompt_lengths"] >= length)[:n]
+  return d["prompts"][idx, :length].astype(np.int32)

@@ -58,13 +58,17 @@ class DFlash(DrafterBase):
 
   @classmethod
   def from_config(cls, config, target) -> "DFlash":
-    """``config.drafter.checkpoint``: a trained drafter (scripts/train_dflash.py); random if missing."""
+    """``config.drafter.checkpoint``: a trained drafter (scripts/train_dflash.py,
+    scripts/train_real_heads.py) and the truncated vocabulary beside it (``subset.npy``), if any;
+    random if missing."""
     tc = target.config
     module_fn = lambda: block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
         vocab_size=tc.vocab_size, d_model=tc.d_model, num_heads=tc.num_heads, num_kv_heads=tc.num_kv_heads,
         head_dim=tc.head_dim, mlp_dim=2 * tc.d_model, target_layers=block_drafter.spaced_layers(tc.num_layers, 3),
         block_size=config.gamma + 1))
-    drafter = cls(heads.load_or_init(config.drafter, module_fn, config.seed + 1, "DFlash drafter"))
+    folder = heads.resolve(config.drafter.get("checkpoint"))
+    drafter = cls(heads.load_or_init(config.drafter, module_fn, config.seed + 1, "DFlash drafter"),
+                  None if folder is None else vocab.load_subset(folder))
     if config.gamma != drafter.block_size - 1:
       print(f"NOTE: DFlash trained with block size {drafter.block_size} (gamma {drafter.block_size - 1}) runs "
             f"at gamma {config.gamma}: exact, but expect lower acceptance")

@@ -62,11 +62,12 @@ def head_logits(heads: dict, lm_head_ExV, hidden_xE) -> jax.Array:
   return h @ lm_head_ExV
 
 
-def save_heads(heads: dict, folder, **meta) -> pathlib.Path:
-  """``folder/heads.npz`` plus ``folder/medusa.json`` (num_heads, d_model and whatever ``meta`` adds)."""
+def save_heads(heads: dict, folder, dtype: str = "float32", **meta) -> pathlib.Path:
+  """``folder/heads.npz`` plus ``folder/medusa.json`` (num_heads, d_model and whatever ``meta`` adds);
+  ``dtype="float16"`` halves the file (the heads load back as float32)."""
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
-  np.savez(folder / "heads.npz", **{k: np.asarray(v, np.float32) for k, v in heads.items()})
+  np.savez(folder / "heads.npz", **{k: np.asarray(v, np.float32).astype(dtype) for k, v in heads.items()})
   k, e, _ = np.shape(heads["w_KxExE"])
   (folder / "medusa.json").write_text(json.dumps(dict(meta, num_heads=int(k), d_model=int(e)), indent=2) + "\n")
   return folder
@@ -77,7 +78,7 @@ def load_heads(folder) -> dict:
   if not path.exists():
     raise FileNotFoundError(f"no Medusa heads at {path} (train them with scripts/train_medusa.py)")
   with np.load(path) as f:
-    heads = {k: jnp.asarray(f[k]) for k in ("w_KxExE", "b_KxE")}
+    heads = {k: jnp.asarray(f[k], jnp.float32) for k in ("w_KxExE", "b_KxE")}
   return heads
 
 
@@ -190,10 +191,11 @@ def from_config(config, target: Model) -> Medusa:
   assets = pathlib.Path(__file__).parent.parent / "assets"
   folder = folder if folder.exists() else assets / folder
   heads = load_heads(folder) if (folder / "heads.npz").exists() else None
+  subset = vocab.load_subset(folder) if heads is not None else None  # beside truncated heads
   if heads is not None and heads["w_KxExE"].shape[1] != target.config.d_model:
     print(f"NOTE: Medusa heads at {folder} do not fit this target (d_model {heads['w_KxExE'].shape[1]} vs "
           f"{target.config.d_model}); using untrained heads.")
-    heads = None
+    heads, subset = None, None
   elif heads is None:
     print(f"NOTE: no Medusa heads at {folder}; using untrained heads (train them with scripts/train_medusa.py).")
   tree_name = config.get("medusa_tree", "")
@@ -212,4 +214,5 @@ def from_config(config, target: Model) -> Medusa:
     heads = init_heads(None, max(depth, config.get("medusa_num_heads", depth)), target.config.d_model)
   if config.gamma != depth:
     raise ValueError(f"gamma={config.gamma} must equal the Medusa tree's depth {depth}")
-  return Medusa.create(target, heads, paths, acceptance=config.get("medusa_acceptance", "rejection"))
+  return Medusa.create(target, heads, paths, acceptance=config.get("medusa_acceptance", "rejection"),
+                       subset_K=subset)

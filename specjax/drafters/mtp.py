@@ -39,11 +39,14 @@ class MTP(DrafterBase):
 
   @classmethod
   def from_config(cls, config, target) -> "MTP":
-    """``config.drafter.checkpoint``: a trained head (scripts/train_mtp.py); random if missing."""
+    """``config.drafter.checkpoint``: a trained head (scripts/train_mtp.py, scripts/train_real_heads.py)
+    and the truncated vocabulary saved beside it (``subset.npy``), if any; random if missing."""
     tc = target.config
     module_fn = lambda: heads.MTPHead(heads.MTPConfig(vocab_size=tc.vocab_size, d_model=tc.d_model,
                                                       mlp_dim=2 * tc.d_model))
-    return cls(heads.load_or_init(config.drafter, module_fn, config.seed + 1, "MTP head"))
+    head = heads.load_or_init(config.drafter, module_fn, config.seed + 1, "MTP head")
+    folder = heads.resolve(config.drafter.get("checkpoint"))
+    return cls(head, None if folder is None else vocab.load_subset(folder))
 
   def check_compatible(self, target) -> None:
     heads.check_head(self.head, target, "MTP head")

@@ -88,3 +88,10 @@ def draw(sampling, rng, logits_xW, subset_K=None, vocab_size: int | None = None)
     return jnp.take(subset_K, argmax(logits_xK)), None
   q_xK = sampling.probs(logits_xK)
   return jnp.take(subset_K, sample_from(rng, q_xK)), scatter_probs(q_xK, subset_K, vocab_size)
+
+
+def load_subset(folder):
+  """``subset.npy`` saved beside a truncated drafter's weights as int32, or None when there is none."""
+  import pathlib  # pylint: disable=import-outside-toplevel
+  path = pathlib.Path(folder) / "subset.npy"
+  return jnp.asarray(np.load(path), jnp.int32) if path.is_file() else None

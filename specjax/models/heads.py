@@ -97,15 +97,22 @@ def check_head(head_model, target, what: str) -> None:
 ASSETS = pathlib.Path(__file__).parent.parent / "assets"
 
 
+def resolve(name) -> pathlib.Path | None:
+  """A head folder: ``name`` itself, or ``specjax/assets/<name>``; None when neither exists."""
+  if not name:
+    return None
+  path = pathlib.Path(name)
+  path = path if path.exists() or not (ASSETS / path).exists() else ASSETS / path
+  return path if path.exists() else None
+
+
 def load_or_init(spec, module_fn, seed: int, what: str) -> bundle.Model:
   """``spec["checkpoint"]`` (a folder, or a name under specjax/assets) if it exists, else a random
   ``module_fn()`` head, with a printed note: a random head is exact, just rarely accepted."""
   name = dict(spec).get("checkpoint")
-  if name:
-    path = pathlib.Path(name)
-    path = path if path.exists() or not (ASSETS / path).exists() else ASSETS / path
-    if path.exists():
-      return load_head(path)
+  path = resolve(name)
+  if path is not None:
+    return load_head(path)
   print(f"NOTE: no trained {what} at {name!r}; using a RANDOM head (exact, but few drafts accepted)")
   return init_head(module_fn(), seed)
 

@@ -30,24 +30,28 @@ def target_features(target, tokens_BxT, feature_layers=()):
   return batch
 
 
-def _kl(t_logits, s_logits):
+def kl_and_overlap(t_logits, s_logits):
+  """KL(target || drafter) and the overlap sum(min(p, q)) (alpha at T=1), per position."""
   t_logp, s_logp = jax.nn.log_softmax(t_logits), jax.nn.log_softmax(s_logits)
   return jnp.sum(jnp.exp(t_logp) * (t_logp - s_logp), -1), jnp.sum(jnp.minimum(jnp.exp(t_logp), jnp.exp(s_logp)), -1)
 
 
-def _accept_len(match_xK):
+def accept_len(match_xK):
   """Greedy acceptance length per chain (teacher-forced): leading run of argmax matches."""
   return jnp.sum(jnp.cumprod(match_xK.astype(jnp.float32), -1), -1)
 
 
-def mtp_loss(module, target, depth: int, decay: float = 0.8):
+def mtp_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
   """The shared head unrolled ``depth`` times from each position's target hidden state.
 
   Step k (1-based) gets the previous step's output (the target's hidden at t for k = 1) and the
   embedding of x_{t+k}, and is compared with the target's distribution at t+k (for x_{t+k+1}).
-  Depth k weighs ``decay ** (k - 1)``.
+  Depth k weighs ``decay ** (k - 1)``. A truncated head (``subset_K``) learns the target's
+  distribution renormalised over its subset.
   """
   embed, unembed = heads.target_io(target)
+  if subset_K is not None:
+    unembed = jnp.take(unembed, jnp.asarray(subset_K), axis=1)
   w_K = decay ** jnp.arange(depth, dtype=jnp.float32)
 
   def loss_fn(params, batch):
@@ -59,23 +63,26 @@ def mtp_loss(module, target, depth: int, decay: float = 0.8):
       g = module.apply({"params": params}, g, embed[tokens[:, k:t + k]])
       s_logits = g.astype(jnp.float32) @ unembed
       t_logits = jax.lax.stop_gradient(hidden[:, k:t + k] @ unembed)
-      kl, alpha = _kl(t_logits, s_logits)
+      kl, alpha = kl_and_overlap(t_logits, s_logits)
       kls.append(kl.mean()), alphas.append(alpha.mean())
       matches.append(jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1))
     kl_K, alpha_K = jnp.stack(kls), jnp.stack(alphas)
     loss = jnp.sum(w_K * kl_K) / jnp.sum(w_K)
     return loss, {"kl_first": kl_K[0], "kl_last": kl_K[-1], "alpha_t1_first": alpha_K[0],
-                  "alpha_t1_last": alpha_K[-1], "accept_len": _accept_len(jnp.stack(matches, -1)).mean()}
+                  "alpha_t1_last": alpha_K[-1], "accept_len": accept_len(jnp.stack(matches, -1)).mean()}
   return loss_fn
 
 
-def dflash_loss(module, target, decay: float = 4.0):
+def dflash_loss(module, target, decay: float = 4.0, subset_K=None):
   """Random anchors per sequence (``batch["anchors"] [B, N]``); block position i weighs exp(-(i-1)/decay).
 
   Each anchor ``a`` opens a block ``[x_a, MASK...]`` at positions ``a .. a+B-1`` that sees context
   slots ``< a`` (the target's features of the tokens before the anchor) and its own block only.
+  ``subset_K``: as :func:`mtp_loss`.
   """
   embed, unembed = heads.target_io(target)
+  if subset_K is not None:
+    unembed = jnp.take(unembed, jnp.asarray(subset_K), axis=1)
   blk = module.cfg.block_size
   w_I = jnp.exp(-jnp.arange(blk - 1, dtype=jnp.float32) / decay)
 
@@ -96,11 +103,11 @@ def dflash_loss(module, target, decay: float = 4.0):
     s_logits = h[:, :, 1:].astype(jnp.float32) @ unembed                               # predicts x_{a+i}
     t_hidden = jnp.take_along_axis(hidden, pos_BxNxI[:, :, :-1].reshape(b, -1)[..., None], 1)
     t_logits = jax.lax.stop_gradient(t_hidden.astype(jnp.float32) @ unembed).reshape(s_logits.shape)
-    kl, alpha = _kl(t_logits, s_logits)                                               # [B, N, I]
+    kl, alpha = kl_and_overlap(t_logits, s_logits)                                               # [B, N, I]
     loss = jnp.sum(kl.mean((0, 1)) * w_I) / jnp.sum(w_I)
     match = jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1)
     return loss, {"kl_first": kl[..., 0].mean(), "alpha_t1_first": alpha[..., 0].mean(),
-                  "alpha_t1_mean": alpha.mean(), "accept_len": _accept_len(match).mean()}
+                  "alpha_t1_mean": alpha.mean(), "accept_len": accept_len(match).mean()}
   return loss_fn
 
 

@@ -4,7 +4,9 @@
 2. ``hidden_states``: one frozen, cache-free target pass per sequence; computed once and kept.
 3. ``train_heads``: head k (0-based) at position t learns token t + k + 2 (the lm_head already
    predicts t + 1), cross-entropy on generated tokens only, weighted ``decay**k`` (Medusa: 0.8).
-``head_accuracy`` reports each head's top-1 accuracy.
+``head_accuracy`` reports each head's top-1 accuracy. For a real target, ``medusa_kl_loss`` trains
+on :func:`specjax.train.heads.feature_pool` batches against the target's soft distributions instead
+(every position counts, and a truncated head learns them renormalised over its subset).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax.drafters import medusa as medusa_lib
+from specjax.train import heads as heads_train
 from specjax.train import loop
 
 
@@ -53,6 +56,29 @@ def medusa_loss(lm_head_ExV, num_heads: int, label_from: int, decay: float = 0.8
     metrics = {f"head{k}_top1": acc_K[k] for k in range(num_heads)}
     metrics.update({f"head{k}_nll": nll_K[k] for k in range(num_heads)})
     return jnp.sum(weights * nll_K) / weights.sum(), metrics
+
+  return loss_fn
+
+
+def medusa_kl_loss(lm_head_ExW, num_heads: int, decay: float = 0.8):
+  """``loss_fn(heads, batch)`` on a feature-pool batch (``tokens``, ``hidden``): head k (0-based) at
+  position t against the target's distribution for token t + k + 2, i.e. ``hidden[t + k + 1] @
+  lm_head``; KL weighted ``decay**k``. ``lm_head_ExW``: the target's LM head, or its subset columns."""
+  w_K = decay ** jnp.arange(num_heads, dtype=jnp.float32)
+
+  def loss_fn(heads, batch):
+    hidden = batch["hidden"].astype(jnp.float32)
+    t = hidden.shape[1] - num_heads - 1
+    s_logits_BxTxKxW = medusa_lib.head_logits(heads, lm_head_ExW, hidden[:, :t])
+    t_hidden_BxTxKxE = jnp.stack([hidden[:, k + 1:k + 1 + t] for k in range(num_heads)], 2)
+    t_logits_BxTxKxW = jax.lax.stop_gradient(t_hidden_BxTxKxE @ lm_head_ExW)
+    kl, alpha = heads_train.kl_and_overlap(t_logits_BxTxKxW, s_logits_BxTxKxW)  # [B, T, K]
+    match = jnp.argmax(s_logits_BxTxKxW, -1) == jnp.argmax(t_logits_BxTxKxW, -1)
+    kl_K, top1_K = kl.mean((0, 1)), match.mean((0, 1))
+    metrics = {f"head{k}_top1": top1_K[k] for k in range(num_heads)}
+    metrics.update(kl_first=kl_K[0], alpha_t1_first=alpha[..., 0].mean(),
+                   accept_len=heads_train.accept_len(match).mean())
+    return jnp.sum(w_K * kl_K) / jnp.sum(w_K), metrics
 
   return loss_fn
 
