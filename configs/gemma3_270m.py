@@ -6,7 +6,11 @@
 
 Sliding-window layers (512) and global layers (every sixth) with their own RoPE theta; the
 262,144-token vocabulary. The first run converts the GGUF (~20 s) and caches it under
-~/.cache/specjax. Base model: no chat template; rows stop at <eos>.
+~/.cache/specjax. Base model: no chat template; rows stop at <eos>. Medusa heads trained for it
+(specjax/assets/gemma3/medusa, a 4,096-token truncated vocabulary; scripts/train_real_heads.py
+--target=gemma3-270m --family=medusa):
+
+  python -m specjax.run --config=configs/gemma3_270m.py --config.drafter_kind=medusa --config.gamma=3
 """
 from specjax.config_util import sibling_config
 
@@ -14,4 +18,5 @@ from specjax.config_util import sibling_config
 def get_config(arg: str | None = None):
   c = sibling_config(__file__, "smollm2_135m", arg)  # the same run, another real target
   c.target = {"checkpoint": "gemma3-270m"}
+  c.medusa_heads = "gemma3/medusa"
   return c

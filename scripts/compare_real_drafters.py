@@ -31,15 +31,17 @@ import specjax
 from specjax import measure, theory
 from specjax import tree as tree_lib
 from specjax.data import generated
+from specjax.drafters import vocab
 from specjax.models import draft_lm
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("target", "smollm2-135m-instruct", "target checkpoint")
 flags.DEFINE_string("drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
 flags.DEFINE_string("data", "", "data folder of make_real_data.py (its held-out prompts)")
-flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram, mtp, medusa, eagle, eagle_dynamic")
+flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram, mtp, medusa, dflash, eagle, eagle_dynamic")
 flags.DEFINE_string("mtp", "smollm2/mtp", "MTP head folder (scripts/train_real_heads.py --family=mtp)")
 flags.DEFINE_integer("mtp_gamma", 3, "MTP chain length")
+flags.DEFINE_string("dflash", "runs/smollm2_dflash/head", "DFlash folder (scripts/train_real_heads.py --family=dflash)")
 flags.DEFINE_string("medusa", "smollm2/medusa", "Medusa heads folder (scripts/train_real_heads.py --family=medusa)")
 flags.DEFINE_string("medusa_tree", "chain3+1x2", "Medusa tree (specjax.tree.parse_chain_paths); gamma = its depth")
 flags.DEFINE_string("eagle", "smollm2/eagle", "EAGLE-3 head folder (scripts/train_eagle.py --data=real)")
@@ -99,14 +101,18 @@ def eagle_full_vocab_twin(drafter):
 
 
 def load_heads_drafter(family, target):
-  """``(drafter, gamma)`` for the MTP or Medusa rows, with the truncated vocabulary saved beside them."""
+  """``(drafter, gamma)`` for the MTP, DFlash or Medusa rows, with the truncated vocabulary beside them."""
   import ml_collections  # pylint: disable=import-outside-toplevel
   from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
   from specjax.models import heads  # pylint: disable=import-outside-toplevel
-  if family == "mtp":
-    folder = heads.resolve(FLAGS.mtp)
+  if family in ("mtp", "dflash"):
+    name = FLAGS.mtp if family == "mtp" else FLAGS.dflash
+    folder = heads.resolve(name)
     if folder is None:
-      raise FileNotFoundError(f"no MTP head at {FLAGS.mtp!r} (train it with scripts/train_real_heads.py --family=mtp)")
+      raise FileNotFoundError(f"no {family} weights at {name!r} (scripts/train_real_heads.py --family={family})")
+    if family == "dflash":
+      drafter = specjax.drafters.DFlash(heads.load_head(folder), vocab.load_subset(folder))
+      return drafter, drafter.block_size - 1
     cfg = ml_collections.ConfigDict({"drafter": {"checkpoint": str(folder)}, "seed": 0})
     return specjax.drafters.MTP.from_config(cfg, target), FLAGS.mtp_gamma
   if heads.resolve(FLAGS.medusa) is None:
@@ -118,8 +124,8 @@ def load_heads_drafter(family, target):
 
 
 def heads_full_vocab_twin(drafter, target):
-  """MTP / Medusa without the subset: the same heads over the target's whole LM head."""
-  if drafter.name == "mtp":
+  """MTP / DFlash / Medusa without the subset: the same weights over the target's whole LM head."""
+  if drafter.name in ("mtp", "dflash"):
     return drafter.replace(subset_K=None)
   from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
   return medusa.Medusa.create(target, drafter.heads, drafter.paths)
@@ -168,7 +174,7 @@ def main(argv):
     drafters["draft_lm"] = (draft_lm.load_drafter(FLAGS.drafter, target), FLAGS.gamma)
   if "ngram" in FLAGS.families:
     drafters["ngram"] = (specjax.drafters.NGram(3), FLAGS.ngram_gamma)
-  for family in ("mtp", "medusa"):
+  for family in ("mtp", "medusa", "dflash"):
     if family in FLAGS.families:
       drafters[family] = load_heads_drafter(family, target)
   for family in ("eagle", "eagle_dynamic"):
@@ -204,7 +210,7 @@ def main(argv):
       row["c_full_vocab"] = round(measure.costs(target, twin, p0, l0, gamma, gamma + 1, sampling,
                                                 p0.shape[1] + FLAGS.max_new_tokens + gamma + 1)[0], 4)
       row["k"] = int(drafter.subset_K.shape[0])
-    if family in ("mtp", "medusa") and drafter.subset_K is not None:
+    if family in ("mtp", "medusa", "dflash") and drafter.subset_K is not None:
       p0, l0 = batches[0]
       n = num_nodes(drafter, gamma)
       row["c_full_vocab"] = round(measure.costs(target, heads_full_vocab_twin(drafter, target), p0, l0, gamma, n,

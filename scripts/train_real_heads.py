@@ -3,7 +3,9 @@
   nice -n 10 python scripts/make_real_data.py                                  # the data (once)
   nice -n 10 python scripts/train_real_heads.py --family=mtp      # -> specjax/assets/smollm2/mtp
   nice -n 10 python scripts/train_real_heads.py --family=medusa   # -> specjax/assets/smollm2/medusa
-  nice -n 10 python scripts/train_real_heads.py --family=dflash   # -> specjax/assets/smollm2/dflash
+  nice -n 10 python scripts/train_real_heads.py --family=dflash --steps=1600 --out=runs/smollm2_dflash/head
+  nice -n 10 python scripts/make_real_data.py --target=gemma3-270m --minutes=40
+  nice -n 10 python scripts/train_real_heads.py --family=medusa --target=gemma3-270m --steps=300  # -> assets/gemma3
   python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=mtp \
       --config.drafter.checkpoint=smollm2/mtp --config.gamma=3
 

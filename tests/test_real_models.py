@@ -116,3 +116,30 @@ def test_cli_run_prints_text_speedup_and_identity(capsys):
   assert summary["identical_to_autoregressive"] and "identical to greedy autoregressive output: yes" in out
   assert "def fibonacci(n):" in out and "speedup" in out
   assert summary["target"] == "smollm2-135m-instruct" and summary["eos_id"] == 2
+
+
+# the drafters shipped under specjax/assets for each real target, as run.py builds them (name, gamma, config)
+SHIPPED = {
+    "smollm2-135m-instruct": [("draft_lm", 3, {"drafter_kind": "draft_model", "drafter": {"checkpoint": "smollm2/draft_lm"}}),
+                              ("mtp", 3, {"drafter_kind": "mtp", "drafter": {"checkpoint": "smollm2/mtp"}}),
+                              ("medusa", 3, {"drafter_kind": "medusa", "medusa_heads": "smollm2/medusa",
+                                             "medusa_tree": "chain3+1x2"})],
+    "gemma3-270m": [("medusa", 3, {"drafter_kind": "medusa", "medusa_heads": "gemma3/medusa",
+                                   "medusa_tree": "chain3+1x2"})],
+}
+
+
+def test_shipped_drafters_equal_greedy(real):
+  """Every trained drafter shipped for this target (truncated vocabularies included), loaded the way
+  run.py loads it: greedy speculative output == transformers' greedy tokens, and drafts get accepted."""
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  from specjax import run  # pylint: disable=import-outside-toplevel
+  for name, gamma, overrides in SHIPPED[real["name"]]:
+    config = ml_collections.ConfigDict(dict(seed=0, gamma=gamma, medusa_top_k=(3, 2, 1),
+                                            medusa_acceptance="rejection", **overrides))
+    drafter = run.make_drafter(config, None, real["model"])
+    assert drafter.subset_K is not None, f"{name}: the shipped drafter should carry its truncated vocabulary"
+    out = specjax.speculative_generate(real["model"], drafter, real["prompts"], real["lengths"], gamma=gamma,
+                                       max_new_tokens=N_NEW)
+    np.testing.assert_array_equal(out.tokens, real["hf_greedy"], err_msg=name)
+    assert out.stats["mean_accepted"] > 0.1, (name, out.stats["mean_accepted"])
