@@ -115,10 +115,11 @@ def load_heads_drafter(family, target):
       return drafter, drafter.block_size - 1
     cfg = ml_collections.ConfigDict({"drafter": {"checkpoint": str(folder)}, "seed": 0})
     return specjax.drafters.MTP.from_config(cfg, target), FLAGS.mtp_gamma
-  if heads.resolve(FLAGS.medusa) is None:
+  folder = heads.resolve(FLAGS.medusa)
+  if folder is None:
     raise FileNotFoundError(f"no Medusa heads at {FLAGS.medusa!r} (scripts/train_real_heads.py --family=medusa)")
   depth = max(map(len, tree_lib.parse_chain_paths(FLAGS.medusa_tree)))
-  cfg = ml_collections.ConfigDict({"medusa_heads": str(heads.resolve(FLAGS.medusa)), "medusa_tree": FLAGS.medusa_tree,
+  cfg = ml_collections.ConfigDict({"medusa_heads": str(folder), "medusa_tree": FLAGS.medusa_tree,
                                    "gamma": depth, "seed": 0})
   return medusa.from_config(cfg, target), depth
 

@@ -12,10 +12,10 @@
 Data: crops of ``--crop`` tokens of ``scripts/make_real_data.py``'s generations (code / translation
 / text; the last quarter-crop of each prompt and the continuation after it). The target's final
 hidden states (and, for DFlash, the outputs of the layers it fuses) over them are computed once and
-cached beside the data (``features_crop<N>[_layers...].npz``), so the next run reuses them. Both heads learn the target's soft next-token distributions
-(KL) over a truncated vocabulary: the ``--k`` most frequent tokens of the target's generations,
-saved as ``subset.npy`` beside the weights (FR-Spec; never-proposed tokens still come out of the
-residual, so decoding stays exact).
+cached beside the data (``features_crop<N>[_layers...].npz``), so the next run reuses them.
+Every family learns the target's soft next-token distributions (KL) over a truncated vocabulary:
+the ``--k`` most frequent tokens of the target's generations, saved as ``subset.npy`` beside the
+weights (FR-Spec; never-proposed tokens still come out of the residual, so decoding stays exact).
 
 * ``mtp``: :class:`specjax.models.heads.MTPHead` unrolled ``--depth`` steps
   (:func:`specjax.train.heads.mtp_loss`).
@@ -112,13 +112,10 @@ def make_family(target, subset):
     drafter_fn = lambda p: specjax.drafters.MTP(init.replace(params=p), subset)
     save_fn = lambda p, folder: heads.save_head(init.replace(params=p), folder, dtype="bfloat16")
     return init.params, train_heads.mtp_loss(module, target, FLAGS.depth, subset_K=subset), drafter_fn, save_fn
-  lm_head = medusa_lib.target_lm_head(target)
-  if subset is not None:
-    lm_head = jnp.take(lm_head, subset, axis=1)
-  init = medusa_lib.init_heads(None, FLAGS.num_heads, target.config.d_model)
-  paths = medusa_paths()
-  drafter_fn = lambda p: medusa_lib.Medusa.create(target, p, paths, subset_K=subset)
+  init = medusa_lib.init_heads(None, FLAGS.num_heads, tc.d_model)
+  drafter_fn = lambda p: medusa_lib.Medusa.create(target, p, medusa_paths(), subset_K=subset)
   save_fn = lambda p, folder: medusa_lib.save_heads(p, folder, dtype="float16", k=FLAGS.k)
+  lm_head = drafter_fn(init).lm_head_ExV  # the target's LM head, its subset's columns when truncated
   return init, medusa_train.medusa_kl_loss(lm_head, FLAGS.num_heads), drafter_fn, save_fn
 
 
@@ -132,13 +129,10 @@ def medusa_paths():
 
 
 def acceptance(target, drafter, prompts):
-  if FLAGS.family == "dflash":
-    return train_heads.acceptance_by_gamma(target, drafter, prompts, [FLAGS.block_size - 1], max_new_tokens=64)
-  if FLAGS.family == "mtp":
-    return train_heads.acceptance_by_gamma(target, drafter, prompts, [int(g) for g in FLAGS.eval_gammas],
-                                           max_new_tokens=64)
-  depth = drafter.tree.max_depth
-  return train_heads.acceptance_by_gamma(target, drafter, prompts, [depth], max_new_tokens=64)
+  """Greedy acceptance on held-out prompts: MTP at each ``--eval_gammas``, the others at their own depth."""
+  gammas = {"mtp": [int(g) for g in FLAGS.eval_gammas], "dflash": [FLAGS.block_size - 1],
+            "medusa": [max(map(len, medusa_paths()))]}[FLAGS.family]
+  return train_heads.acceptance_by_gamma(target, drafter, prompts, gammas, max_new_tokens=64)
 
 
 def main(argv):
