@@ -14,6 +14,8 @@ training.json (scripts/train_real_drafter.py, scripts/train_real_heads.py):
 
   python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=draft_model \
       --config.drafter.checkpoint=smollm2/draft_lm --config.gamma=3          # distilled 2-layer model
+  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=specinfer \
+      --config.drafter.checkpoint=smollm2/draft_lm --config.gamma=4          # its token tree
   python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=mtp \
       --config.drafter.checkpoint=smollm2/mtp --config.gamma=3               # shared MTP head
   python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=medusa --config.gamma=3
@@ -35,6 +37,8 @@ def get_config(arg: str | None = None):
   c.drafter_kind = "ngram"
   c.ngram_n = 3
   c.gamma = 4
+  c.specinfer_paths = "chain4+1x2"     # used with drafter_kind=specinfer over smollm2/draft_lm (gamma 4)
+  c.specinfer_siblings = "without_replacement"  # lossless at T > 0
   c.medusa_heads = "smollm2/medusa"   # used with drafter_kind=medusa (gamma = the tree's depth)
   c.medusa_tree = "chain3+1x2"        # each head's top-1, plus head 1's second choice
   c.medusa_top_k = (3, 2, 1)

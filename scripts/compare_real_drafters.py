@@ -11,7 +11,8 @@ times summed). Per row: the autoregressive baseline and the speculative run time
 step and ``v`` = one verify pass / one target step (``measure.costs``); expected speedup =
 tokens per pass / (gamma c + v). ``c (full V)``: the same drafter architecture with a full-vocabulary
 head (random weights; only its cost matters), i.e. what truncation saves.
-Writes ``real.{json,md}`` under ``--out_dir``.
+Lossy variants (Medusa's typical acceptance, T > 0 only) are flagged LOSSY and not counted as exact.
+Writes ``real.{json,md}`` under ``--out_dir``; ``--merge`` reruns only ``--families`` in it.
 """
 from __future__ import annotations
 
@@ -38,7 +39,15 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("target", "smollm2-135m-instruct", "target checkpoint")
 flags.DEFINE_string("drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
 flags.DEFINE_string("data", "", "data folder of make_real_data.py (its held-out prompts)")
-flags.DEFINE_list("families", "draft_lm,ngram", "rows: draft_lm, ngram, mtp, medusa, dflash, eagle, eagle_dynamic")
+FAMILIES = ("draft_lm", "specinfer", "ngram", "table", "mtp", "medusa", "medusa_typical", "dflash", "eagle",
+            "eagle_dynamic")
+flags.DEFINE_list("families", "draft_lm,ngram", f"rows, any of {', '.join(FAMILIES)}")
+flags.DEFINE_bool("merge", False, "keep the other families' rows of an existing real.json (each row is its own "
+                  "paired AR-vs-speculative measurement)")
+flags.DEFINE_string("specinfer_tree", "chain4+1x2", "SpecInfer token tree over the draft_lm model "
+                    "(specjax.tree.parse_chain_paths); gamma = its depth")
+flags.DEFINE_integer("table_k", 4096, "bigram table: its truncated vocabulary (most frequent generated tokens)")
+flags.DEFINE_integer("table_gamma", 4, "bigram table chain length")
 flags.DEFINE_string("mtp", "smollm2/mtp", "MTP head folder (scripts/train_real_heads.py --family=mtp)")
 flags.DEFINE_integer("mtp_gamma", 3, "MTP chain length")
 flags.DEFINE_string("dflash", "runs/smollm2_dflash/head", "DFlash folder (scripts/train_real_heads.py --family=dflash)")
@@ -82,7 +91,21 @@ def pad(rows, width):
 def full_vocab_twin(drafter, target):
   """The drafter's architecture with a full-vocabulary head (random): c without truncation."""
   cfg = dataclasses.replace(drafter.model.config, out_vocab=0)
-  return specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=0))
+  return drafter.replace(model=draft_lm.init(cfg, target, seed=0), subset_K=None)
+
+
+def load_table(data, target):
+  """A bigram table over the ``--table_k`` most frequent tokens of the target's training generations."""
+  tokens, _ = generated.joined(generated.load_shards(data))
+  subset = vocab.top_k_subset(generated.token_counts(data, target.vocab_size), FLAGS.table_k)
+  return specjax.drafters.TableDrafter.from_corpus(tokens, target.vocab_size, order=2, subset_K=subset)
+
+
+def load_specinfer(target):
+  small = draft_lm.load_drafter(FLAGS.drafter, target)
+  paths = tuple(map(tuple, tree_lib.parse_chain_paths(FLAGS.specinfer_tree)))
+  siblings = "without_replacement"  # lossless at T > 0; top-k at T = 0 whatever the mode
+  return specjax.drafters.SpecInfer(small.model, paths=paths, siblings=siblings, subset_K=small.subset_K)
 
 
 def load_eagle(name, dynamic):
@@ -173,11 +196,19 @@ def main(argv):
   drafters = {}
   if "draft_lm" in FLAGS.families:
     drafters["draft_lm"] = (draft_lm.load_drafter(FLAGS.drafter, target), FLAGS.gamma)
+  if "specinfer" in FLAGS.families:
+    drafter = load_specinfer(target)
+    drafters["specinfer"] = (drafter, drafter.tree.max_depth)
   if "ngram" in FLAGS.families:
     drafters["ngram"] = (specjax.drafters.NGram(3), FLAGS.ngram_gamma)
+  if "table" in FLAGS.families:
+    drafters["table"] = (load_table(data, target), FLAGS.table_gamma)
   for family in ("mtp", "medusa", "dflash"):
     if family in FLAGS.families:
       drafters[family] = load_heads_drafter(family, target)
+  if "medusa_typical" in FLAGS.families:
+    medusa_drafter, depth = drafters.get("medusa") or load_heads_drafter("medusa", target)
+    drafters["medusa_typical"] = (medusa_drafter.replace(acceptance="typical"), depth)
   for family in ("eagle", "eagle_dynamic"):
     if family in FLAGS.families:
       dynamic = specjax.drafters.DynamicTree(FLAGS.eagle_gamma, FLAGS.eagle_top_k, FLAGS.eagle_total_tokens) \
@@ -185,8 +216,17 @@ def main(argv):
       drafters[family] = (load_eagle(FLAGS.eagle, dynamic), FLAGS.eagle_gamma)
   out_dir = pathlib.Path(FLAGS.out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
+  unknown = sorted(set(FLAGS.families) - set(FAMILIES))
+  if unknown:
+    raise app.UsageError(f"unknown families {unknown}; expected some of {FAMILIES}")
+  kept, earlier_runs = [], []
+  if FLAGS.merge and (out_dir / "real.json").is_file():
+    saved = json.loads((out_dir / "real.json").read_text())
+    kept = [r for r in saved["rows"] if r["family"] not in drafters]
+    earlier_runs = saved["meta"].get("earlier_runs", []) + [saved["meta"]["argv"]]
   results = []
-  combos = [(f, int(b), float(t)) for f in drafters for b in FLAGS.batch_sizes for t in FLAGS.temperatures]
+  combos = [(f, int(b), float(t)) for f in drafters for b in FLAGS.batch_sizes for t in FLAGS.temperatures
+            if not (f == "medusa_typical" and float(t) == 0)]  # typical acceptance only changes T > 0
   for family, b, t in tqdm(combos, desc="real drafters"):
     drafter, gamma = drafters[family]
     sampling = specjax.Sampling(t)
@@ -204,20 +244,27 @@ def main(argv):
            "speedup": round(sp / ar, 3), "expected_speedup": round(tpi / (gamma * c + v), 3),
            "formula_speedup": round(float(theory.walltime_improvement(alpha, gamma, c, v)), 3),
            "identical_at_t0": tot["identical"] if t == 0 else None, "generated_tokens": tot["spec_tokens"],
-           "prompts": len(batches) * b}
-    if family == "draft_lm":
+           "prompts": len(batches) * b, "max_new_tokens": FLAGS.max_new_tokens}
+    if family in ("draft_lm", "specinfer"):
       twin = full_vocab_twin(drafter, target)
       p0, l0 = batches[0]
-      row["c_full_vocab"] = round(measure.costs(target, twin, p0, l0, gamma, gamma + 1, sampling,
-                                                p0.shape[1] + FLAGS.max_new_tokens + gamma + 1)[0], 4)
+      n = num_nodes(drafter, gamma)
+      row["c_full_vocab"] = round(measure.costs(target, twin, p0, l0, gamma, n, sampling,
+                                                p0.shape[1] + FLAGS.max_new_tokens + n)[0], 4)
       row["k"] = int(drafter.subset_K.shape[0])
-    if family in ("mtp", "medusa", "dflash") and drafter.subset_K is not None:
+    if family == "specinfer":
+      row["tree"] = f"{FLAGS.specinfer_tree}, {num_nodes(drafter, gamma) - 1} nodes"
+    if family == "table":
+      row["k"] = int(drafter.subset_K.shape[0])
+    if getattr(drafter, "is_lossy", lambda s: False)(sampling):
+      row["lossy"] = True
+    if family in ("mtp", "medusa", "medusa_typical", "dflash") and drafter.subset_K is not None:
       p0, l0 = batches[0]
       n = num_nodes(drafter, gamma)
       row["c_full_vocab"] = round(measure.costs(target, heads_full_vocab_twin(drafter, target), p0, l0, gamma, n,
                                                 sampling, p0.shape[1] + FLAGS.max_new_tokens + n)[0], 4)
       row["k"] = int(drafter.subset_K.shape[0])
-    if family == "medusa":
+    if family.startswith("medusa"):
       row["tree"] = f"{FLAGS.medusa_tree}, {num_nodes(drafter, gamma) - 1} nodes"
     if family.startswith("eagle") and drafter.subset_K is not None:
       p0, l0 = batches[0]
@@ -226,19 +273,21 @@ def main(argv):
                                                 p0.shape[1] + FLAGS.max_new_tokens + n)[0], 4)
       row["k"] = int(drafter.subset_K.shape[0])
     results.append(row)
+    rows = sorted(kept + results, key=lambda r: FAMILIES.index(r["family"]))  # stable: B, T order kept
     meta = {"argv": sys.argv, "target": FLAGS.target, "drafter": FLAGS.drafter, "max_new_tokens": FLAGS.max_new_tokens,
             "devices": [str(d) for d in jax.devices()], "date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "note": "2 CPU cores shared with other jobs; AR and speculative timed alternately"}
-    (out_dir / "real.json").write_text(json.dumps({"meta": meta, "rows": results}, indent=2) + "\n")
-    (out_dir / "real.md").write_text(markdown(results) + "\n")
-  print(markdown(results))
+            "note": "2 CPU cores shared with other jobs; AR and speculative timed alternately",
+            "earlier_runs": earlier_runs}  # --merge: the commands of the rows kept
+    (out_dir / "real.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    (out_dir / "real.md").write_text(markdown(rows) + "\n")
+  print(markdown(rows))
 
 
 def markdown(rows) -> str:
   lines = ["| drafter | B | T | γ | params | α | tokens/pass | c | c (full V) | v | AR tok/s | spec tok/s | speedup "
            "| expected | formula | = AR at T=0 |", "|" + "---|" * 16]
   for r in rows:
-    same = {True: "yes", False: "**NO**", None: "n/a"}[r["identical_at_t0"]]
+    same = "LOSSY" if r.get("lossy") else {True: "yes", False: "**NO**", None: "n/a"}[r["identical_at_t0"]]
     cf = f"{r['c_full_vocab']:.3f}" if "c_full_vocab" in r else "–"
     name = r["family"] + (f" (K={r['k']})" if "k" in r else "") + (f", {r['tree']}" if "tree" in r else "")
     lines.append(f"| {name} | {r['batch_size']} | {r['temperature']:g} | {r['gamma']} | {r['drafter_params']:,} "

@@ -88,7 +88,14 @@ def make_drafter(config, drafter_model, target=None):
   kind = config.drafter_kind
   if kind in ("specinfer", "medusa"):  # token trees: gamma must be the tree's depth
     from specjax.drafters import medusa, specinfer  # pylint: disable=import-outside-toplevel
-    return specinfer.from_config(config, drafter_model) if kind == "specinfer" else medusa.from_config(config, target)
+    from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
+    if kind == "medusa":
+      return medusa.from_config(config, target)
+    folder = draft_lm.resolve(config.drafter.get("checkpoint")) if config.get("drafter") else None
+    if folder is not None:  # a truncated-vocabulary small model expands the tree
+      small = draft_lm.load_drafter(folder, target)
+      return specinfer.from_config(config, small.model, small.subset_K)
+    return specinfer.from_config(config, drafter_model)
   if kind in ("table", "mtp", "dflash", "eagle"):  # built for the target: its vocab, hidden states, layers
     return {"table": specjax.drafters.TableDrafter, "mtp": specjax.drafters.MTP,
             "dflash": specjax.drafters.DFlash, "eagle": specjax.drafters.Eagle}[kind].from_config(config, target)

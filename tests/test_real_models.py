@@ -121,6 +121,8 @@ def test_cli_run_prints_text_speedup_and_identity(capsys):
 # the drafters shipped under specjax/assets for each real target, as run.py builds them (name, gamma, config)
 SHIPPED = {
     "smollm2-135m-instruct": [("draft_lm", 3, {"drafter_kind": "draft_model", "drafter": {"checkpoint": "smollm2/draft_lm"}}),
+                              ("specinfer", 3, {"drafter_kind": "specinfer", "drafter": {"checkpoint": "smollm2/draft_lm"},
+                                                "specinfer_paths": "chain3+1x1"}),
                               ("mtp", 3, {"drafter_kind": "mtp", "drafter": {"checkpoint": "smollm2/mtp"}}),
                               ("medusa", 3, {"drafter_kind": "medusa", "medusa_heads": "smollm2/medusa",
                                              "medusa_tree": "chain3+1x2"})],

@@ -74,6 +74,31 @@ def test_truncated_medusa_tree_is_exact(setup):
   assert stats_util.chi2_pvalue(counts, joint) > 1e-3
 
 
+def test_truncated_specinfer_tree_is_exact(setup):
+  """SpecInfer over a K-wide small model: a 2-wide first level of Gumbel top-k siblings drawn over K,
+  mapped through the subset; q scattered to V for recursive rejection sampling."""
+  target, drafter, subset = setup
+  tree = specjax.drafters.SpecInfer(drafter.model, children=(2, 1), siblings="without_replacement",
+                                    subset_K=drafter.subset_K)
+  counts, st, joint = counts_and_joint(target, tree)
+  assert 0.05 < st["acceptance_per_position"][0] < 0.95
+  outside = np.setdiff1d(np.arange(V), subset)
+  assert counts[outside, :].sum() > 0.1 * N
+  assert stats_util.chi2_pvalue(counts, joint) > 1e-3
+
+
+@pytest.mark.slow
+def test_truncated_bigram_table_is_exact(setup):
+  """A [K + 1, K] bigram table (row K: a previous token outside the subset) at T = 1."""
+  target, _, subset = setup
+  corpus = np.asarray(jax.random.randint(jax.random.PRNGKey(4), (400,), 0, V))
+  table = specjax.drafters.TableDrafter.from_corpus(corpus, V, order=2, subset_K=subset)
+  assert table.log_probs.shape == (len(subset) + 1, len(subset)) and table.vocab_size == V
+  counts, st, joint = counts_and_joint(target, table)
+  assert 0.05 < st["acceptance_per_position"][0] < 0.95
+  assert stats_util.chi2_pvalue(counts, joint) > 1e-3
+
+
 def _with_patch(monkeypatch, obj, name, fn, run):
   monkeypatch.setattr(obj, name, fn)
   jax.clear_caches()  # the loop was traced with the real rule
@@ -124,8 +149,8 @@ def make_dflash(target, block_size):
 
 
 def test_greedy_equals_autoregressive(batch=3):
-  """Ragged batch of 3 (one full-width row): a K-wide head (draft_lm), a V-wide model cut to K, and
-  MTP / DFlash heads reading only the subset's LM-head columns."""
+  """Ragged batch of 3 (one full-width row): a K-wide head (draft_lm, also expanding a SpecInfer tree),
+  a V-wide model cut to K, MTP / DFlash heads reading only the subset's LM-head columns, a bigram table."""
   vocab_size, k = 64, 24
   target = testing.tiny_decoder(vocab_size, seed=0)
   counts = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (vocab_size,), 0, 100))
@@ -135,7 +160,11 @@ def test_greedy_equals_autoregressive(batch=3):
   drafters = [specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=5, subset_K=subset), jnp.asarray(subset)),
               specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset)),
               make_mtp(target).replace(subset_K=jnp.asarray(subset)),
-              make_dflash(target, block_size=4).replace(subset_K=jnp.asarray(subset))]
+              make_dflash(target, block_size=4).replace(subset_K=jnp.asarray(subset)),
+              specjax.drafters.SpecInfer(draft_lm.init(cfg, target, seed=5, subset_K=subset), children=(2, 1, 1),
+                                         subset_K=jnp.asarray(subset)),
+              specjax.drafters.TableDrafter.from_corpus(np.asarray(stats_util.prompts(batch, vocab=vocab_size)[0]),
+                                                        vocab_size, subset_K=subset)]
   from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
   med = medusa.Medusa.create(target, medusa.init_heads(None, 3, target.config.d_model),
                              paths=tree_lib.full_paths((2, 1, 1)), subset_K=subset)

@@ -15,6 +15,10 @@ Siblings are drawn from the small model's q (after the target's temperature/top-
 
 At temperature 0 every mode drafts the deterministic top-k (sampling a one-hot q would repeat).
 
+``subset_K`` (optional): draft-vocabulary truncation as in :class:`~specjax.drafters.DraftModel`
+(a ``K``-wide head such as :mod:`specjax.models.draft_lm`, or a full model cut to ``K`` columns):
+siblings are drawn over ``K`` and mapped to token ids; q is scattered to the full vocabulary.
+
 Drafter cache and cost. The small model's cache holds the committed text; the tree's nodes are
 never committed there. Each round (1) feeds the up-to ``depth + 1`` tokens committed since the
 last round (one pass) to get the root's logits, then (2) for d = 1..depth-1 feeds only the nodes of
@@ -30,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax import tree as tree_lib
+from specjax.drafters import vocab
 from specjax.drafters.base import Draft, DrafterBase
 from specjax.models import api, kv_cache
 from specjax.models.bundle import Model
@@ -53,11 +58,13 @@ class SpecInfer(DrafterBase):
   children: tuple = flax.struct.field(pytree_node=False, default=(1, 1, 3, 1, 1, 1, 1, 1))
   siblings: str = flax.struct.field(pytree_node=False, default="iid")
   paths: tuple = flax.struct.field(pytree_node=False, default=())  # non-empty: overrides children
+  subset_K: jax.Array | None = None  # int32 token ids the small model's logits cover (None: all)
   name = "specinfer"
 
   @property
-  def num_params(self) -> int:
-    return self.model.num_params
+  def num_params(self) -> int:  # as a chain drafter counts the same small model
+    from specjax.drafters.draft_model import DraftModel  # pylint: disable=import-outside-toplevel
+    return DraftModel(self.model).num_params
 
   def __post_init__(self):
     if self.siblings not in tree_lib.SIBLINGS:
@@ -77,6 +84,15 @@ class SpecInfer(DrafterBase):
                        f"vocab_size={target.vocab_size}; both must share one tokenizer")
     if self.model.is_encoder_decoder or target.is_encoder_decoder:
       raise ValueError("SpecInfer token trees support decoder-only models")
+    out = getattr(self.model.config, "out_vocab", 0) or self.model.vocab_size  # width of its logits
+    if self.subset_K is None and out != target.vocab_size:
+      raise ValueError(f"SpecInfer's small model predicts {out} tokens but the target's vocab_size is "
+                       f"{target.vocab_size}: a truncated drafter needs its subset_K")
+    if self.subset_K is not None:
+      vocab.check_subset(self.subset_K, target.vocab_size, "SpecInfer")
+      if out not in (self.subset_K.shape[0], target.vocab_size):
+        raise ValueError(f"SpecInfer's small model predicts {out} tokens but its vocab subset has "
+                         f"K={self.subset_K.shape[0]} ids (expected K or vocab_size={target.vocab_size})")
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
     del target
@@ -93,8 +109,12 @@ class SpecInfer(DrafterBase):
     logits_BxTxV, _, cache = api.forward(self.model, fresh_BxT, cache.with_length(start_B))
     root_BxV = jnp.take_along_axis(logits_BxTxV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
     cache = cache.with_length(seq_len_B)
+    v = self.model.vocab_size
+    narrow = (lambda logits_xW: logits_xW) if self.subset_K is None else (
+        lambda logits_xW: vocab.select_logits(logits_xW, self.subset_K, v))  # K-wide logits: draws over K
     # (2) expand level by level; draft index g = node - 1, BFS order makes each level a range
-    b, v = root_BxV.shape
+    root_BxV = narrow(root_BxV)
+    b = root_BxV.shape[0]
     tokens_BxG = jnp.zeros((b, n - 1), jnp.int32)
     greedy = sampling.greedy  # deterministic top-k children: no q at all
     q_BxGxV = None if greedy else jnp.zeros((b, n - 1, v), jnp.float32)
@@ -105,6 +125,9 @@ class SpecInfer(DrafterBase):
       q_level = None if greedy else sampling.probs(level_logits)
       kids_BxPxk = draw_children(jax.random.fold_in(rng, d), level_logits, q_level, k, self.siblings,
                                  sampling.greedy)
+      if self.subset_K is not None:  # subset ranks -> token ids; q zero outside the subset
+        kids_BxPxk = jnp.take(self.subset_K, kids_BxPxk)
+        q_level = None if q_level is None else vocab.scatter_probs(q_level, self.subset_K, v)
       # child nodes of this level in BFS order, with their parent's index in the level and sibling rank
       nodes, parent_idx, rank = map(np.array, zip(*[(c, i, j) for i, par in enumerate(level_nodes)
                                                     for j, c in enumerate(tree.children[par])]))
@@ -118,19 +141,21 @@ class SpecInfer(DrafterBase):
       window_TxW = jnp.asarray(mask_NxN[lo:hi + 1, 1:hi + 1])  # sees earlier nodes only if ancestors
       logits_BxTxV, _, cache = api.forward(self.model, tokens_BxG[:, lo - 1:hi],
                                            cache.with_length(seq_len_B + lo - 1), pos_BxT, window_TxW)
-      level_logits, level_nodes = logits_BxTxV, nodes
+      level_logits, level_nodes = narrow(logits_BxTxV), nodes
     cache = cache.with_length(seq_len_B)  # the nodes stay uncommitted
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)
 
 
-def from_config(config, drafter_model: Model) -> SpecInfer:
+def from_config(config, drafter_model: Model, subset_K=None) -> SpecInfer:
   """``config.specinfer_children`` (default the paper's), or ``config.specinfer_paths`` (a tuple of
-  paths, or "chainDEPTH[+DxLEN...]", see :func:`specjax.tree.parse_chain_paths`); ``config.specinfer_siblings``."""
+  paths, or "chainDEPTH[+DxLEN...]", see :func:`specjax.tree.parse_chain_paths`); ``config.specinfer_siblings``;
+  ``subset_K``: the truncated vocabulary of a ``draft_lm`` small model."""
   children = tuple(config.get("specinfer_children", (1, 1, 3, 1, 1, 1, 1, 1)))
   paths = config.get("specinfer_paths", ())
   if isinstance(paths, str) and paths:  # "chain8+1x2+3x1": chain of 8, branches (depth 1, len 2), (3, 1)
     paths = tree_lib.parse_chain_paths(paths)
-  drafter = SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"), tuple(map(tuple, paths or ())))
+  drafter = SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"), tuple(map(tuple, paths or ())),
+                      subset_K)
   if config.gamma != drafter.tree.max_depth:
     raise ValueError(f"gamma={config.gamma} must equal the token tree's depth {drafter.tree.max_depth} "
                      f"(specinfer_children={children}, specinfer_paths={paths or ()})")
