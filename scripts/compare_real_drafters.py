@@ -189,6 +189,9 @@ def measure_row(target, drafter, batches, gamma, sampling, eos_id):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  unknown = sorted(set(FLAGS.families) - set(FAMILIES))
+  if unknown:
+    raise app.UsageError(f"unknown families {unknown}; expected some of {FAMILIES}")
   target, tok = specjax.load_pretrained(FLAGS.target)
   data = pathlib.Path(FLAGS.data or generated.default_out(FLAGS.target)).expanduser()
   rows8 = held_out_prompts(data, tok)
@@ -216,9 +219,6 @@ def main(argv):
       drafters[family] = (load_eagle(FLAGS.eagle, dynamic), FLAGS.eagle_gamma)
   out_dir = pathlib.Path(FLAGS.out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
-  unknown = sorted(set(FLAGS.families) - set(FAMILIES))
-  if unknown:
-    raise app.UsageError(f"unknown families {unknown}; expected some of {FAMILIES}")
   kept, earlier_runs = [], []
   if FLAGS.merge and (out_dir / "real.json").is_file():
     saved = json.loads((out_dir / "real.json").read_text())

@@ -86,25 +86,18 @@ def make_prompts(config, vocab_size: int, is_code_model: bool):
 
 def make_drafter(config, drafter_model, target=None):
   kind = config.drafter_kind
-  if kind in ("specinfer", "medusa"):  # token trees: gamma must be the tree's depth
-    from specjax.drafters import medusa, specinfer  # pylint: disable=import-outside-toplevel
-    from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
-    if kind == "medusa":
-      return medusa.from_config(config, target)
-    folder = draft_lm.resolve(config.drafter.get("checkpoint")) if config.get("drafter") else None
-    if folder is not None:  # a truncated-vocabulary small model expands the tree
-      small = draft_lm.load_drafter(folder, target)
-      return specinfer.from_config(config, small.model, small.subset_K)
-    return specinfer.from_config(config, drafter_model)
+  if kind == "medusa":  # heads + a token tree: gamma must be the tree's depth
+    from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+    return medusa.from_config(config, target)
   if kind in ("table", "mtp", "dflash", "eagle"):  # built for the target: its vocab, hidden states, layers
     return {"table": specjax.drafters.TableDrafter, "mtp": specjax.drafters.MTP,
             "dflash": specjax.drafters.DFlash, "eagle": specjax.drafters.Eagle}[kind].from_config(config, target)
-  if kind == "draft_model":
+  if kind in ("draft_model", "specinfer"):  # a small model: a draft_lm bundle on the target's embedding, or its own
+    from specjax.drafters import specinfer  # pylint: disable=import-outside-toplevel
     from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
     folder = draft_lm.resolve(config.drafter.get("checkpoint")) if config.get("drafter") else None
-    if folder is not None:  # a truncated-vocabulary drafter built on the target's own embedding
-      return draft_lm.load_drafter(folder, target)
-    return specjax.drafters.DraftModel(drafter_model)
+    chain = draft_lm.load_drafter(folder, target) if folder is not None else specjax.drafters.DraftModel(drafter_model)
+    return chain if kind == "draft_model" else specinfer.from_config(config, chain.model, chain.subset_K)
   if kind == "ngram":
     return specjax.drafters.NGram(config.ngram_n)
   raise ValueError(f"unknown drafter_kind {kind!r}; expected one of {DRAFTER_KINDS}")
