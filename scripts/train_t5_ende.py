@@ -42,6 +42,8 @@ flags.DEFINE_integer("eval_pairs", 500, "held-out pairs for chrF (--stage=eval)"
 flags.DEFINE_integer("seed", 0, "seed for init and data order")
 flags.DEFINE_float("dec_input_dropout", 0.0, "fraction of decoder input tokens replaced by UNK (word dropout)")
 flags.DEFINE_float("learning_rate", None, "peak AdamW rate (default: the stage's); a resumed run may lower it")
+flags.DEFINE_list("extra_catalogues", [], "more folders of German *.mo catalogues for the training side "
+                  "(scripts/fetch_debian_catalogues.sh); the held-out catalogues and the tokenizer stay as shipped")
 
 VOCAB = 2000
 _T5 = dict(vocab_size=VOCAB, relative_attention_num_buckets=32, relative_attention_max_distance=128)
@@ -61,7 +63,11 @@ LEARNING_RATE = 3e-3  # peak, both stages
 
 
 def splits(tok):
-  pairs = ende.split_pairs()
+  for folder in FLAGS.extra_catalogues:
+    if not pathlib.Path(folder).is_dir():
+      raise FileNotFoundError(f"--extra_catalogues folder {folder} does not exist "
+                              "(bash scripts/fetch_debian_catalogues.sh writes data/debian_catalogues)")
+  pairs = ende.split_pairs(ende.DEFAULT_DIRS + tuple(map(pathlib.Path, FLAGS.extra_catalogues)))
   return {name: seq2seq.tokenize(p, tok, ende.T5_PREFIX) for name, p in pairs.items()}, pairs
 
 

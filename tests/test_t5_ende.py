@@ -124,6 +124,35 @@ def test_cpu_config_uses_the_trained_pair_and_real_prompts(tok):
   assert paper.target.checkpoint == "" and paper.target.d_model == 4096  # the dry run keeps the sizes
 
 
+def _write_mo(path, pairs):
+  """A minimal GNU .mo file (little-endian, no hash table): what msgfmt writes, for the test."""
+  import struct  # pylint: disable=import-outside-toplevel
+  keys = [k.encode() for k, _ in pairs]
+  values = [v.encode() for _, v in pairs]
+  n, header = len(pairs), 7 * 4
+  data_start = header + 16 * n
+  blob, orig, trans = b"", [], []
+  for table, strings in ((orig, keys), (trans, values)):
+    for s in strings:
+      table.append((len(s), data_start + len(blob)))
+      blob += s + b"\0"
+  out = struct.pack("<7I", 0x950412DE, 0, n, header, header + 8 * n, 0, 0)
+  out += b"".join(struct.pack("<2I", *e) for e in orig + trans)
+  path.write_bytes(out + blob)
+
+
+def test_extra_catalogues_grow_the_training_side_only(split, tmp_path):
+  """scripts/fetch_debian_catalogues.sh's folders: new pairs train, the held-out side is unchanged
+  and a held-out English string in an extra catalogue still stays out of training."""
+  held_en, held_de = split["held_out"][0]
+  _write_mo(tmp_path / "extra-tool.mo", [("Frobnicate the widget", "Das Widget frobnizieren"),
+                                         ("Unfold %s twice", "%s zweimal entfalten"), (held_en, held_de)])
+  grown = ende.split_pairs(ende.DEFAULT_DIRS + (tmp_path,))
+  assert grown["held_out"] == split["held_out"]
+  assert set(grown["train"]) - set(split["train"]) == {("Frobnicate the widget", "Das Widget frobnizieren"),
+                                                        ("Unfold %s twice", "%s zweimal entfalten")}
+
+
 def test_word_dropout_hides_decoder_inputs_only():
   rng = np.random.default_rng(0)
   data = seq2seq.Tokenized([list(rng.integers(3, 50, 10)) + [1] for _ in range(200)],
