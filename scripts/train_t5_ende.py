@@ -44,6 +44,9 @@ flags.DEFINE_float("dec_input_dropout", 0.0, "fraction of decoder input tokens r
 flags.DEFINE_float("learning_rate", None, "peak AdamW rate (default: the stage's); a resumed run may lower it")
 flags.DEFINE_list("extra_catalogues", [], "more folders of German *.mo catalogues for the training side "
                   "(scripts/fetch_debian_catalogues.sh); the held-out catalogues and the tokenizer stay as shipped")
+flags.DEFINE_string("init_from", None, "--stage=target: start from this model folder's weights (e.g. the shipped "
+                    "specjax/assets/t5_ende/target) with a fresh optimizer, instead of a seeded init; a new --workdir")
+flags.DEFINE_integer("warmup_steps", 40, "linear warmup before the cosine decay")
 
 VOCAB = 2000
 _T5 = dict(vocab_size=VOCAB, relative_attention_num_buckets=32, relative_attention_max_distance=128)
@@ -81,17 +84,28 @@ def bf16(cfg):
   return dataclasses.replace(cfg, dtype="bfloat16")
 
 
-def train_target(data, workdir, steps):
+def train_target(data, workdir, steps, init=None):
+  """CE on the references from a seeded init, or from ``init`` (``--init_from``'s params)."""
   module = T5(bf16(TARGET))
-  init = bundle.init_model(module, FLAGS.seed)
-  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE, warmup_steps=40,
-                         checkpoint_every=20)
-  batches = seq2seq.Batches(data["train"], FLAGS.seed, dec_input_dropout=FLAGS.dec_input_dropout)
-  params = loop.train(init.params, seq2seq.ce_loss(module), batches, cfg,
+  # a warm start draws fresh batches (seed + 7): its data order must not replay the first run's
+  seed = FLAGS.seed if init is None else FLAGS.seed + 7
+  init = bundle.init_model(module, FLAGS.seed).params if init is None else init
+  cfg = loop.TrainConfig(steps=steps, learning_rate=FLAGS.learning_rate or LEARNING_RATE,
+                         warmup_steps=FLAGS.warmup_steps, checkpoint_every=20)
+  batches = seq2seq.Batches(data["train"], seed, dec_input_dropout=FLAGS.dec_input_dropout)
+  params = loop.train(init, seq2seq.ce_loss(module), batches, cfg,
                       workdir, desc="T5 target", stop_after=FLAGS.stop_after)
   model = bundle.Model(T5(TARGET), params)
   held = seq2seq.eval_metrics(seq2seq.ce_loss(module), params, data["held_out"])
   return model, {"held_out": held}
+
+
+def warm_start(folder):
+  """The params of a saved target folder; its config must be TARGET's (same shapes, same vocab)."""
+  model = checkpoint.load_model(folder)
+  if dataclasses.replace(model.config, dtype=TARGET.dtype) != TARGET:
+    raise ValueError(f"--init_from={folder} holds {model.config}, not this script's target {TARGET}")
+  return model.params
 
 
 def train_drafters(names, data, workdir, steps):
@@ -163,6 +177,8 @@ def main(argv):
     tok = sentencepiece_tok.train_from_catalogues(vocab_size=VOCAB, seed=FLAGS.seed)
     print(f"wrote {sentencepiece_tok.ASSET} ({tok.vocab_size} pieces) and {write_prompts()}")
     return
+  # a wrong --init_from fails here, before minutes of tokenizing
+  init = warm_start(FLAGS.init_from) if FLAGS.init_from and FLAGS.stage == "target" else None
   tok = sentencepiece_tok.load()
   if tok.vocab_size != VOCAB:
     raise ValueError(f"{sentencepiece_tok.ASSET} has {tok.vocab_size} pieces, the models expect {VOCAB}")
@@ -175,7 +191,7 @@ def main(argv):
   steps = FLAGS.steps or STEPS[FLAGS.stage]
   if FLAGS.stage == "target":
     workdir = pathlib.Path(FLAGS.workdir) / "target"
-    results = {"target": train_target(data, workdir, steps)}
+    results = {"target": train_target(data, workdir, steps, init)}
   else:
     workdir = pathlib.Path(FLAGS.workdir) / "drafters"
     results = {f"drafter_{n}": r for n, r in train_drafters(FLAGS.drafters, data, workdir, steps).items()}

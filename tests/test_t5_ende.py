@@ -1,6 +1,8 @@
 """The trained T5 EnDe pair (specjax/assets/t5_ende): tokenizer, split, translation, exactness, config."""
 import json
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -163,6 +165,16 @@ def test_extra_catalogues_grow_the_training_side_only(split, tmp_path):
   assert grown["held_out"] == split["held_out"]
   assert set(grown["train"]) - set(split["train"]) == {("Frobnicate the widget", "Das Widget frobnizieren"),
                                                         ("Unfold %s twice", "%s zweimal entfalten")}
+
+
+def test_warm_start_refuses_a_folder_of_another_shape(tmp_path):
+  """``train_t5_ende.py --init_from`` (continuing the shipped target with a fresh optimizer) names
+  the folder whose config is not the target's, before any data is read or a step is taken."""
+  proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_t5_ende.py"), "--stage=target",
+                         f"--init_from={ASSETS / 'drafter_small'}", f"--workdir={tmp_path}", "--steps=1"],
+                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode != 0 and f"--init_from={ASSETS / 'drafter_small'} holds" in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "target").exists()
 
 
 def test_word_dropout_hides_decoder_inputs_only():
