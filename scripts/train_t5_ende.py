@@ -177,8 +177,10 @@ def main(argv):
     tok = sentencepiece_tok.train_from_catalogues(vocab_size=VOCAB, seed=FLAGS.seed)
     print(f"wrote {sentencepiece_tok.ASSET} ({tok.vocab_size} pieces) and {write_prompts()}")
     return
+  if FLAGS.init_from and FLAGS.stage != "target":
+    raise app.UsageError(f"--init_from={FLAGS.init_from} applies to --stage=target only, not --stage={FLAGS.stage}")
   # a wrong --init_from fails here, before minutes of tokenizing
-  init = warm_start(FLAGS.init_from) if FLAGS.init_from and FLAGS.stage == "target" else None
+  init = warm_start(FLAGS.init_from) if FLAGS.init_from else None
   tok = sentencepiece_tok.load()
   if tok.vocab_size != VOCAB:
     raise ValueError(f"{sentencepiece_tok.ASSET} has {tok.vocab_size} pieces, the models expect {VOCAB}")

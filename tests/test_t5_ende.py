@@ -169,12 +169,18 @@ def test_extra_catalogues_grow_the_training_side_only(split, tmp_path):
 
 def test_warm_start_refuses_a_folder_of_another_shape(tmp_path):
   """``train_t5_ende.py --init_from`` (continuing the shipped target with a fresh optimizer) names
-  the folder whose config is not the target's, before any data is read or a step is taken."""
+  the folder whose config is not the target's, before any data is read or a step is taken; on any
+  other stage it is refused rather than silently ignored."""
   proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_t5_ende.py"), "--stage=target",
                          f"--init_from={ASSETS / 'drafter_small'}", f"--workdir={tmp_path}", "--steps=1"],
                         cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
   assert proc.returncode != 0 and f"--init_from={ASSETS / 'drafter_small'} holds" in proc.stderr, proc.stderr[-2000:]
   assert not (tmp_path / "target").exists()
+  proc = subprocess.run([sys.executable, str(REPO / "scripts" / "train_t5_ende.py"), "--stage=drafters",
+                         f"--init_from={ASSETS / 'target'}", f"--workdir={tmp_path}", "--steps=1"],
+                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  assert proc.returncode != 0 and "applies to --stage=target only, not --stage=drafters" in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "drafters").exists()
 
 
 def test_word_dropout_hides_decoder_inputs_only():
