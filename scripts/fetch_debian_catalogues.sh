@@ -8,6 +8,7 @@
 # Needs only the Debian package registry (apt-get download: no root, no install). Catalogues
 # whose name is already on the system (/usr/share/locale/de) are the same strings and add nothing.
 set -euo pipefail
+PYTHONPATH="$(dirname "$0")/..${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH  # specjax, for the held-out list
 # Command-line tools first, then desktop programs (their UI strings still teach German). Games'
 # story text (wesnoth) and LibreOffice are left out: prose of another kind, and very large.
 PACKAGES="gcc-12-locales util-linux-locales e2fsprogs-l10n aptitude-common sudo
@@ -34,9 +35,10 @@ done
 find "$tmp/root" -path "*/locale/de/LC_MESSAGES/*.mo" -exec cp {} "$OUT"/ \;
 # A catalogue named like one on this machine would merge into it, and one named like a held-out
 # catalogue (specjax.data.ende.HELD_OUT_CATALOGUES) would change the evaluation set: drop both.
+held_out=" $(python -c 'from specjax.data import ende; print(" ".join(ende.HELD_OUT_CATALOGUES))') "
 for mo in "$OUT"/*.mo; do
   stem="$(basename "$mo" .mo)"
-  case " diffutils grep make psmisc sed tar wget xz " in *" $stem "*) rm "$mo"; continue;; esac
+  case "$held_out" in *" $stem "*) rm "$mo"; continue;; esac
   if [ -e "/usr/share/locale/de/LC_MESSAGES/$stem.mo" ]; then rm "$mo"; fi
 done
 echo "$(ls "$OUT" | wc -l) catalogues in $OUT"
