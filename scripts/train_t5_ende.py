@@ -172,13 +172,13 @@ def write_prompts(n: int = 8, seed: int = 0):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if FLAGS.init_from and FLAGS.stage != "target":
+    raise app.UsageError(f"--init_from={FLAGS.init_from} applies to --stage=target only, not --stage={FLAGS.stage}")
   out = pathlib.Path(FLAGS.out)
   if FLAGS.stage == "tokenizer":
     tok = sentencepiece_tok.train_from_catalogues(vocab_size=VOCAB, seed=FLAGS.seed)
     print(f"wrote {sentencepiece_tok.ASSET} ({tok.vocab_size} pieces) and {write_prompts()}")
     return
-  if FLAGS.init_from and FLAGS.stage != "target":
-    raise app.UsageError(f"--init_from={FLAGS.init_from} applies to --stage=target only, not --stage={FLAGS.stage}")
   # a wrong --init_from fails here, before minutes of tokenizing
   init = warm_start(FLAGS.init_from) if FLAGS.init_from else None
   tok = sentencepiece_tok.load()
