@@ -167,6 +167,17 @@ def test_extra_catalogues_grow_the_training_side_only(split, tmp_path):
                                                         ("Unfold %s twice", "%s zweimal entfalten")}
 
 
+def test_msgctxt_is_not_part_of_the_english_source(tmp_path):
+  """GTK/KDE/LibreOffice catalogues key an entry with msgctxt as "context\\x04msgid": the source is
+  the msgid alone, and one msgid under two contexts is one pair."""
+  _write_mo(tmp_path / "ctx-tool.mo", [("", "Content-Type: text/plain; charset=UTF-8\n"),
+                                       ("STR_NEW_FILE\x04New Document", "Neues Dokument"),
+                                       ("menu\x04New Document", "Neues Dokument (Menü)"),
+                                       ("%1 is a path\x04Open '%1'", "'%1' öffnen")])
+  pairs = ende.load_pairs_by_file([tmp_path])["ctx-tool"]
+  assert [en for en, _ in pairs] == ["New Document", "Open '%1'"] and ("Open '%1'", "'%1' öffnen") in pairs
+
+
 def _train_t5_ende(*flags):
   return subprocess.run([sys.executable, str(REPO / "scripts" / "train_t5_ende.py"), *flags],
                         cwd=REPO, capture_output=True, text=True, timeout=300, check=False)

@@ -26,16 +26,8 @@ def load_pairs(dirs=DEFAULT_DIRS, max_chars: int = 200) -> list[tuple[str, str]]
   """Deduplicated (english, german) pairs; plural forms and empty/identical entries dropped."""
   pairs: dict[str, str] = {}
   for path in catalogue_files(dirs):
-    try:
-      with open(path, "rb") as f:
-        catalog = gettext.GNUTranslations(f)._catalog  # pylint: disable=protected-access
-    except (OSError, UnicodeDecodeError, ValueError):
-      continue  # a broken catalogue is skipped, not fatal
-    for key, value in catalog.items():
-      if not isinstance(key, str) or not key or not value or key == value:
-        continue
-      if len(key) <= max_chars and len(value) <= max_chars:
-        pairs.setdefault(key.strip(), value.strip())
+    for en, de in _catalogue_pairs(path, max_chars):
+      pairs.setdefault(en, de)
   return sorted(pairs.items())
 
 
@@ -44,6 +36,7 @@ def load_pairs(dirs=DEFAULT_DIRS, max_chars: int = 200) -> list[tuple[str, str]]
 # (gnulib messages recur across programs), so every evaluation source is unseen in training.
 HELD_OUT_CATALOGUES = ("diffutils", "grep", "make", "psmisc", "sed", "tar", "wget", "xz")
 T5_PREFIX = "translate English to German: "
+CONTEXT_SEPARATOR = "\x04"
 
 
 def load_pairs_by_file(dirs=DEFAULT_DIRS, max_chars: int = 200) -> dict[str, list[tuple[str, str]]]:
@@ -63,9 +56,13 @@ def _catalogue_pairs(path, max_chars: int) -> list[tuple[str, str]]:
     return []  # a broken catalogue is skipped, not fatal
   pairs = []
   for key, value in catalog.items():
-    if not isinstance(key, str) or not key or not value or key == value:
+    if not isinstance(key, str) or not key or not value:
       continue
-    key, value = key.strip(), value.strip()
+    # gettext keys a msgctxt entry as "context\x04msgid": the context is a note to translators
+    # (GTK, KDE, LibreOffice), not English to translate.
+    key, value = key.rpartition(CONTEXT_SEPARATOR)[2].strip(), value.strip()
+    if key == value:
+      continue
     if key and value and len(key) <= max_chars and len(value) <= max_chars:
       pairs.append((key, value))
   return pairs
