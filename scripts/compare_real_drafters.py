@@ -102,18 +102,17 @@ def load_table(data, target):
 
 
 def load_specinfer(target):
-  small = draft_lm.load_drafter(FLAGS.drafter, target)
+  small = specjax.drafters.build("draft_model", {"checkpoint": FLAGS.drafter}, target)
   paths = tuple(map(tuple, tree_lib.parse_chain_paths(FLAGS.specinfer_tree)))
   siblings = "without_replacement"  # lossless at T > 0; top-k at T = 0 whatever the mode
   return specjax.drafters.SpecInfer(small.model, paths=paths, siblings=siblings, subset_K=small.subset_K)
 
 
-def load_eagle(name, dynamic):
-  from specjax.drafters import eagle  # pylint: disable=import-outside-toplevel
-  from specjax.models import heads  # pylint: disable=import-outside-toplevel
-  path = pathlib.Path(name) if pathlib.Path(name).exists() else heads.ASSETS / name
-  head = heads.load_head(path)
-  return eagle.Eagle(head, eagle._load_subset(str(path), head), dynamic=dynamic)  # pylint: disable=protected-access
+def load_eagle(name, dynamic, target):
+  options = {"checkpoint": name, "tree": "chain"}
+  if dynamic is not None:
+    options.update(tree="dynamic", gamma=dynamic.depth, top_k=dynamic.top_k, total_tokens=dynamic.total_tokens)
+  return specjax.drafters.build("eagle", options, target)
 
 
 def eagle_full_vocab_twin(drafter):
@@ -125,8 +124,6 @@ def eagle_full_vocab_twin(drafter):
 
 def load_heads_drafter(family, target):
   """``(drafter, gamma)`` for the MTP, DFlash or Medusa rows, with the truncated vocabulary beside them."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
   from specjax.models import heads  # pylint: disable=import-outside-toplevel
   if family in ("mtp", "dflash"):
     name = FLAGS.mtp if family == "mtp" else FLAGS.dflash
@@ -136,15 +133,13 @@ def load_heads_drafter(family, target):
     if family == "dflash":
       drafter = specjax.drafters.DFlash(heads.load_head(folder), vocab.load_subset(folder))
       return drafter, drafter.block_size - 1
-    cfg = ml_collections.ConfigDict({"drafter": {"checkpoint": str(folder)}, "seed": 0})
-    return specjax.drafters.MTP.from_config(cfg, target), FLAGS.mtp_gamma
+    return specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": FLAGS.mtp_gamma}, target), FLAGS.mtp_gamma
   folder = heads.resolve(FLAGS.medusa)
   if folder is None:
     raise FileNotFoundError(f"no Medusa heads at {FLAGS.medusa!r} (scripts/train_real_heads.py --family=medusa)")
   depth = max(map(len, tree_lib.parse_chain_paths(FLAGS.medusa_tree)))
-  cfg = ml_collections.ConfigDict({"medusa_heads": str(folder), "medusa_tree": FLAGS.medusa_tree,
-                                   "gamma": depth, "seed": 0})
-  return medusa.from_config(cfg, target), depth
+  options = {"checkpoint": str(folder), "tree": FLAGS.medusa_tree, "gamma": depth}
+  return specjax.drafters.build("medusa", options, target), depth
 
 
 def heads_full_vocab_twin(drafter, target):
@@ -168,7 +163,7 @@ def measure_row(target, drafter, batches, gamma, sampling, eos_id):
     common = dict(max_new_tokens=FLAGS.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(0), eos_id=eos_id)
     base, spec, t_base, t_spec = measure.paired_times(
         lambda: specjax.generate(target, prompts, lengths, **common),
-        lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, **common),
+        lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, allow_lossy=True, **common),
         FLAGS.repeats)
     st = spec.stats
     tot["ar_tokens"] += int(base.lengths.sum())
@@ -198,7 +193,7 @@ def main(argv):
   width = max(map(len, rows8))
   drafters = {}
   if "draft_lm" in FLAGS.families:
-    drafters["draft_lm"] = (draft_lm.load_drafter(FLAGS.drafter, target), FLAGS.gamma)
+    drafters["draft_lm"] = (specjax.drafters.build("draft_model", {"checkpoint": FLAGS.drafter}, target), FLAGS.gamma)
   if "specinfer" in FLAGS.families:
     drafter = load_specinfer(target)
     drafters["specinfer"] = (drafter, drafter.tree.max_depth)
@@ -216,7 +211,7 @@ def main(argv):
     if family in FLAGS.families:
       dynamic = specjax.drafters.DynamicTree(FLAGS.eagle_gamma, FLAGS.eagle_top_k, FLAGS.eagle_total_tokens) \
           if family == "eagle_dynamic" else None
-      drafters[family] = (load_eagle(FLAGS.eagle, dynamic), FLAGS.eagle_gamma)
+      drafters[family] = (load_eagle(FLAGS.eagle, dynamic, target), FLAGS.eagle_gamma)
   out_dir = pathlib.Path(FLAGS.out_dir)
   out_dir.mkdir(parents=True, exist_ok=True)
   kept, earlier_runs = [], []
@@ -256,7 +251,7 @@ def main(argv):
       row["tree"] = f"{FLAGS.specinfer_tree}, {num_nodes(drafter, gamma) - 1} nodes"
     if family == "table":
       row["k"] = int(drafter.subset_K.shape[0])
-    if getattr(drafter, "is_lossy", lambda s: False)(sampling):
+    if drafter.lossy_reason(sampling) is not None:
       row["lossy"] = True
     if family in ("mtp", "medusa", "medusa_typical", "dflash") and drafter.subset_K is not None:
       p0, l0 = batches[0]

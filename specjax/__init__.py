@@ -1,5 +1,6 @@
 """specjax: exact speculative decoding for JAX/Flax."""
 from specjax import checkpoint, drafters, hf_import, measure, sharding, testing, theory, tree
+from specjax.adaptive import Adaptive
 from specjax.decode import GenerateOutput, generate, speculative_generate
 from specjax.loading import load_pretrained
 from specjax.models import decoder as _decoder, t5 as _t5  # registers both families for checkpoints
@@ -8,5 +9,5 @@ from specjax.models.bundle import Model
 from specjax.sampling import Sampling
 from specjax.sharding import make_mesh, shard
 
-__all__ = ["GenerateOutput", "Model", "Sampling", "checkpoint", "drafters", "generate", "hf_import", "load_pretrained", "logits",
+__all__ = ["Adaptive", "GenerateOutput", "Model", "Sampling", "checkpoint", "drafters", "generate", "hf_import", "load_pretrained", "logits",
            "make_mesh", "measure", "shard", "sharding", "speculative_generate", "testing", "theory", "tree"]

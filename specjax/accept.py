@@ -6,6 +6,8 @@ longest prefix matching the target's argmax.
 
 Each rule returns ``(leaf_B, next_token_B)``: the row keeps the root path to ``leaf`` and then
 ``next_token`` (the correction at the first rejection, or the bonus token after a full path).
+``num_B`` (optional): each row's deepest offered depth; nodes below it were not submitted, so a row
+that reaches it draws its bonus token from p there, exactly as if its draft had ended.
 """
 from __future__ import annotations
 
@@ -32,14 +34,16 @@ def _path_ok_leaf(ok_BxN, tree):
   return jnp.argmax(score, axis=-1).astype(jnp.int32)
 
 
-def greedy(logits_BxNxV, tokens_BxN, tree):
+def greedy(logits_BxNxV, tokens_BxN, tree, num_B=None):
   """Exact match: node i is right iff its token is the target's argmax at its parent."""
-  return greedy_from_argmax(argmax(logits_BxNxV), tokens_BxN, tree)
+  return greedy_from_argmax(argmax(logits_BxNxV), tokens_BxN, tree, num_B)
 
 
-def greedy_from_argmax(best_BxN, tokens_BxN, tree):
+def greedy_from_argmax(best_BxN, tokens_BxN, tree, num_B=None):
   """:func:`greedy` given the target's argmax at every node: no ``[B, N, V]`` tensor at all."""
   ok = (tokens_BxN == parent_values(tree, best_BxN)).at[:, 0].set(True)
+  if num_B is not None:
+    ok = ok & (batched(tree.depth, 2) <= num_B[:, None])
   leaf_B = _path_ok_leaf(ok, tree)
   return leaf_B, jnp.take_along_axis(best_BxN, leaf_B[:, None], 1)[:, 0]
 
@@ -74,7 +78,7 @@ def residual_one_hot(r_BxV, x_B):
 
 
 def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bool,
-                lenience: float = 1.0, update_q: bool = True):
+                lenience: float = 1.0, update_q: bool = True, num_B=None):
   """SpecInfer's multi-round verification (recursive rejection sampling). Lossless at lenience 1.
 
   ``q_BxNxV=None``: every draft is deterministic (q one-hot on its own token, i.i.d. siblings),
@@ -99,6 +103,8 @@ def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bo
   walking_B = jnp.ones((b,), bool)
   r_BxV = p_BxNxV[:, 0]
   for d in range(tree.max_depth):
+    if num_B is not None:  # rows whose draft ended at depth d stop here and draw from p
+      walking_B = walking_B & (d < num_B)
     ch_BxW = at_nodes(tree, table, cur_B)
     if not sparse:
       q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q

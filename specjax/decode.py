@@ -17,9 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specjax import adaptive as adaptive_lib
 from specjax import refill as refill_lib
 from specjax import sharding, validate
 from specjax import tree as tree_lib
+from specjax.drafters.base import Prefill, features
 from specjax.models import api, kv_cache
 from specjax.sampling import Sampling
 
@@ -147,79 +149,140 @@ def _refill_batch(batch_size, num_prompts: int, mesh):
 class Stats:
   iterations: jax.Array
   row_iterations: jax.Array            # sum over iterations of active rows
-  drafted_per_position: jax.Array      # [G]
+  drafted_per_position: jax.Array      # [G] submitted drafts
   accepted_per_position: jax.Array     # [G]
   overlap_sum: jax.Array               # sum over verified positions of sum_x min(p, q)
   verified_positions: jax.Array
+  submitted_hist: jax.Array            # [G + 1]: rows' submitted draft counts per round
+  width_hist: jax.Array                # [len(widths)]: verify widths the rounds ran at
 
   @classmethod
-  def zeros(cls, gamma):
+  def zeros(cls, gamma, num_widths):
     z = jnp.zeros((), jnp.float32)
-    return cls(jnp.zeros((), jnp.int32), z, jnp.zeros((gamma,)), jnp.zeros((gamma,)), z, z)
+    return cls(jnp.zeros((), jnp.int32), z, jnp.zeros((gamma,)), jnp.zeros((gamma,)), z, z,
+               jnp.zeros((gamma + 1,)), jnp.zeros((num_widths,)))
+
+
+def _start_speculative(target, drafter, max_len):
+  """One batch-B start: the target's prefill feeds its cache and the drafter's init."""
+  def start(prompts_BxP, lengths_B):
+    cache, tokens, seq_len, (hidden, layers) = api.start(target, prompts_BxP, lengths_B, max_len,
+                                                          return_prefill=True)
+    prefill = None
+    if hidden is not None:
+      feats = features(layers, drafter.feature_layers) if drafter.feature_layers else None
+      prefill = Prefill(hidden, feats)
+    return (cache, drafter.init(target, prompts_BxP, lengths_B, max_len, prefill)), tokens, seq_len
+  return start
+
+
+def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, rng, lenience, feature_layers):
+  """The verify pass over the first ``width`` drafts, outputs padded to the full chain's shapes."""
+  g = draft.tokens_BxG.shape[1]
+  cut = draft.replace(tokens_BxG=draft.tokens_BxG[:, :width],
+                      q_BxGxV=None if draft.q_BxGxV is None else draft.q_BxGxV[:, :width])
+  cache, hidden, new, n_B, overlap = tree_lib.verify_and_accept(target, cache, last_B, cut, sampling, rng,
+                                                                lenience, feature_layers, num_B)
+  pad = lambda x, to: jnp.pad(x, [(0, 0), (0, to - x.shape[1])] + [(0, 0)] * (x.ndim - 2))
+  return cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g)
 
 
 @functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
-                                             "max_len", "lenience", "batch_size"))
+                                             "max_len", "lenience", "batch_size", "adaptive"))
 def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, max_new_tokens, sampling,
-                 eos_id, pad_id, max_len, lenience, batch_size=None):
-  start_fns = (lambda pr, ln: api.start(target, pr, ln, max_len),
-               lambda pr, ln: (drafter.init(target, pr, ln, max_len),))
-  cache, rows, start_B, queue = _start_queue(prompts_BxP, prompt_lengths_B, batch_size, max_new_tokens, pad_id,
-                                             start_fns[0])
-  b = rows.seq_len_B.shape[0]
-  drafter_state = drafter.init(target, prompts_BxP[:b], prompt_lengths_B[:b], max_len)
+                 eos_id, pad_id, max_len, lenience, batch_size=None, adaptive=None):
+  start = _start_speculative(target, drafter, max_len)
+  (cache, drafter_state), rows, start_B, queue = _start_queue(prompts_BxP, prompt_lengths_B, batch_size,
+                                                              max_new_tokens, pad_id, start)
   output_fn = lambda rows, start_B: _output(rows, start_B, max_new_tokens, pad_id)
+  is_chain = drafter.tree is None
+  widths = adaptive.widths_for(gamma) if (adaptive is not None and is_chain) else (gamma,)
+  feature_layers = drafter.feature_layers
+  alpha_B = jnp.full(rows.seq_len_B.shape, adaptive.prior if adaptive is not None else 0.0, jnp.float32)
 
   def body(carry):
-    rows, cache, drafter_state, rng, stats, queue = carry
+    rows, cache, drafter_state, alpha_B, rng, stats, queue = carry
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
     drafter_state, draft = drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling,
                                            draft_rng)
-    # one target pass over [last token, drafts] with the tree mask (a chain is the tree chain(gamma))
-    cache, hidden, new_BxG1, n_B, overlap_BxG = tree_lib.verify_and_accept(
-        target, cache, _last_tokens(rows)[:, 0], draft, sampling, accept_rng, lenience,
-        getattr(drafter, "feature_layers", ()))
-    active_B = (~rows.done_B).astype(jnp.float32)
+    active = ~rows.done_B
+    last_B = _last_tokens(rows)[:, 0]
+    if is_chain:
+      offered_B = adaptive_lib.offered(draft, gamma, adaptive)
+      pick = (adaptive_lib.choose_width(adaptive, widths, alpha_B, offered_B, active)
+              if len(widths) > 1 else jnp.zeros((), jnp.int32))
+      num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
+      # one target pass at the smallest compiled width that holds the submitted drafts
+      cache, hidden, new_BxG1, n_B, overlap_BxG = jax.lax.switch(
+          pick, [lambda c, w=w: _verify_at_width(target, c, last_B, draft, w, num_B, sampling, accept_rng,
+                                                 lenience, feature_layers) for w in widths], cache)
+    else:  # token trees verify every node
+      pick = jnp.zeros((), jnp.int32)
+      num_B = jnp.full(last_B.shape, gamma, jnp.int32)
+      cache, hidden, new_BxG1, n_B, overlap_BxG = tree_lib.verify_and_accept(
+          target, cache, last_B, draft, sampling, accept_rng, lenience, feature_layers)
+    active_B = active.astype(jnp.float32)
     pos_G = jnp.arange(gamma)
-    verified_BxG = (pos_G[None] <= n_B[:, None]) * active_B[:, None]  # accepted ones + first rejected
+    verified_BxG = (pos_G[None] <= n_B[:, None]) * (pos_G[None] < num_B[:, None]) * active_B[:, None]
     stats = Stats(stats.iterations + 1, stats.row_iterations + active_B.sum(),
-                  stats.drafted_per_position + active_B.sum(),
+                  stats.drafted_per_position + ((pos_G[None] < num_B[:, None]) * active_B[:, None]).sum(0),
                   stats.accepted_per_position + ((pos_G[None] < n_B[:, None]) * active_B[:, None]).sum(0),
-                  stats.overlap_sum + (overlap_BxG * verified_BxG).sum(), stats.verified_positions + verified_BxG.sum())
+                  stats.overlap_sum + (overlap_BxG * verified_BxG).sum(), stats.verified_positions + verified_BxG.sum(),
+                  stats.submitted_hist.at[num_B].add(active_B),
+                  stats.width_hist.at[pick].add(1.0))
+    if adaptive is not None:
+      alpha_B = adaptive_lib.update(adaptive, alpha_B, num_B, n_B, active)
     drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
     rows, _ = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
     cache = cache.with_length(rows.seq_len_B - 1)
     if queue is not None:  # continuous refill: finished rows take the next queued prompts
-      queue, rows, (cache, drafter_state) = refill_lib.refill(queue, rows, (cache, drafter_state), start_fns,
-                                                              output_fn)
-    return rows, cache, drafter_state, rng, stats, queue
+      queue, rows, ((cache, drafter_state),) = refill_lib.refill(queue, rows, ((cache, drafter_state),), (start,),
+                                                                 output_fn)
+    return rows, cache, drafter_state, alpha_B, rng, stats, queue
 
-  carry = (rows, cache, drafter_state, rng, Stats.zeros(gamma), queue)
-  rows, _, _, _, stats, queue = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
+  carry = (rows, cache, drafter_state, alpha_B, rng, Stats.zeros(gamma, len(widths)), queue)
+  rows, _, _, _, _, stats, queue = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
   if queue is not None:
     return queue.out_QxN, queue.out_len_Q, stats
   tokens, lengths = output_fn(rows, start_B)
   return tokens, lengths, stats
 
 
+def lossy_reason(drafter, sampling: Sampling, lenience: float = 1.0) -> str | None:
+  """Why this configuration's output is not exactly the target's distribution (None: it is)."""
+  if lenience < 1.0 and not sampling.greedy:
+    return f"lenience={lenience} < 1 accepts drafts the target would not draw (Leviathan's lossy l)"
+  return drafter.lossy_reason(sampling)
+
+
 def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int, max_new_tokens: int,
                          sampling: Sampling = Sampling(), rng=None, eos_id: int | None = None, pad_id: int = 0,
                          max_len: int | None = None, lenience: float = 1.0, mesh=None,
-                         batch_size: int | None = None) -> GenerateOutput:
+                         batch_size: int | None = None, adaptive: adaptive_lib.Adaptive | None = None,
+                         allow_lossy: bool = False) -> GenerateOutput:
   """Speculative decoding: ``drafter`` proposes ``gamma`` tokens, ``target`` verifies them in one pass.
 
   Greedy (``sampling.temperature == 0``) output equals :func:`generate`'s token for token;
-  sampled output is distributed exactly as the target's. ``lenience < 1`` (Leviathan's l) is
-  lossy and reported as such in ``stats["lossy"]``. ``batch_size`` smaller than the number of
-  prompts: continuous refill (:mod:`specjax.refill`), exact per prompt.
+  sampled output is distributed exactly as the target's. A lossy configuration (``lenience < 1``,
+  Medusa's typical acceptance, deterministic top-k siblings when sampling, ...) is refused unless
+  ``allow_lossy=True``, and then reported in ``stats["lossy"]``. ``batch_size`` smaller than the
+  number of prompts: continuous refill (:mod:`specjax.refill`), exact per prompt. ``adaptive``
+  (:class:`specjax.adaptive.Adaptive`, chains only): each row submits 0..gamma drafts and the verify
+  pass runs at the smallest compiled width that holds them; still exact.
   """
   validate.drafter(target, drafter, gamma)
-  tree = getattr(drafter, "tree", None)  # token-tree drafters: gamma must be the tree's depth
+  tree = drafter.tree  # token-tree drafters: gamma must be the tree's depth
   if tree is not None and gamma != tree.max_depth:
     raise ValueError(f"gamma={gamma} but the drafter's token tree has depth {tree.max_depth}; "
                      f"pass gamma={tree.max_depth}")
   if not 0.0 < lenience <= 1.0:
     raise ValueError(f"lenience must be in (0, 1], got {lenience}")
+  if adaptive is not None and not isinstance(adaptive, adaptive_lib.Adaptive):
+    raise TypeError(f"adaptive must be a specjax.Adaptive or None, got {adaptive!r}")
+  reason = lossy_reason(drafter, sampling, lenience)
+  if reason is not None and not allow_lossy:
+    raise ValueError(f"lossy configuration refused: {reason}. Pass allow_lossy=True (CLI: "
+                     "--config.allow_lossy=True) to run it anyway; the output is then reported as lossy")
   prompts, prompt_lengths, max_len = validate.inputs(target, prompts, prompt_lengths, max_new_tokens,
                                                      extra=gamma + 1 if tree is None else tree.num_nodes,
                                                      max_len=max_len)
@@ -231,14 +294,17 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
     tokens, lengths, stats = _speculative(target, drafter, prompts, prompt_lengths, rng, gamma=gamma,
                                           max_new_tokens=max_new_tokens, sampling=sampling, eos_id=eos_id,
                                           pad_id=pad_id, max_len=max_len, lenience=float(lenience),
-                                          batch_size=batch_size)
+                                          batch_size=batch_size, adaptive=adaptive if tree is None else None)
   tokens, lengths = sharding.to_host(tokens), sharding.to_host(lengths)  # gathers when the mesh spans hosts
-  stats = summarize(stats, lengths, gamma, lenience, rows=batch_size)
-  stats["lossy"] = stats["lossy"] or bool(getattr(drafter, "is_lossy", lambda s: False)(sampling))  # e.g. typical
+  stats = summarize(stats, lengths, gamma, rows=batch_size)
+  stats["lossy"] = reason is not None
+  stats["lossy_reason"] = reason
+  if adaptive is not None and tree is None:
+    stats["verify_widths"] = list(adaptive.widths_for(gamma))
   return GenerateOutput(tokens, lengths, stats)
 
 
-def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0, rows: int | None = None) -> dict[str, Any]:
+def summarize(stats: Stats, lengths, gamma: int, rows: int | None = None) -> dict[str, Any]:
   rows = rows or len(lengths)
   s = jax.device_get(stats)
   row_iters = max(float(s.row_iterations), 1.0)
@@ -256,13 +322,15 @@ def summarize(stats: Stats, lengths, gamma: int, lenience: float = 1.0, rows: in
       "gamma": gamma,
       "drafted_per_position": drafted.astype(int).tolist(),
       "accepted_per_position": accepted.astype(int).tolist(),
-      # P(draft i kept) per iteration: falls like alpha^(i+1); the conditional rate is
-      # accepted[i] / accepted[i-1] (theory.alpha_from_acceptance)
+      # P(draft i kept | submitted); the conditional rate is accepted[i] / accepted[i-1]
       "acceptance_per_position": (accepted / np.maximum(drafted, 1)).round(4).tolist(),
       "conditional_acceptance_per_position": (
           accepted / np.maximum(np.concatenate([drafted[:1], accepted[:-1]]), 1)).round(4).tolist(),
       "mean_accepted": round(mean_accepted, 4),          # drafts kept per row-iteration
+      "mean_submitted": round(float(drafted.sum() / row_iters), 4),
       "tokens_per_iteration": round(mean_accepted + 1, 4),  # plus the target's own token
       "alpha": round(float(s.overlap_sum / max(float(s.verified_positions), 1.0)), 4),
-      "lossy": lenience < 1.0,
+      # rows' submitted draft counts (0..gamma) over all row-rounds, and rounds per verify width
+      "submitted_histogram": np.asarray(s.submitted_hist).astype(int).tolist(),
+      "width_histogram": np.asarray(s.width_hist).astype(int).tolist(),
   }

@@ -6,6 +6,8 @@ a JSON summary. ``--dry_run`` plans a config with abstract shapes instead (specj
 """
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import pathlib
 import sys
@@ -27,12 +29,12 @@ _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
 _CONFIG = config_flags.DEFINE_config_file("config", str(_DEFAULT_CONFIG), "experiment config file")
 _JSON_OUT = flags.DEFINE_string("json_out", None, "write the summary JSON here")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a fake mesh; no weights")
-DRAFTER_KINDS = ("draft_model", "ngram", "specinfer", "medusa", "table", "mtp", "dflash", "eagle")
 # Keys a run reads, with their defaults; paper configs may omit the ones they don't care about.
 RUN_DEFAULTS = dict(drafter_kind="draft_model", ngram_n=3, gamma=4, batch_size=1, prompt_len=32,
                     max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0, eos_id=-1,
                     stop_at_eos=True, seed=0, repeats=3, mesh="", distributed=False, prompt="", prompts_file="",
-                    chat=False, refill=False)
+                    chat=False, refill=False, adaptive=True, confidence=0.4, verify_slope=-1.0,
+                    allow_lossy=False, imports=())
 
 
 def with_defaults(config):
@@ -84,34 +86,56 @@ def make_prompts(config, vocab_size: int, is_code_model: bool):
   return prompts_lib.from_config(config, ByteTokenizer() if is_code_model else None, vocab_size)
 
 
-def make_drafter(config, drafter_model, target=None):
+# Flat config keys -> (drafter kind, option name) of the registry's options dataclasses.
+_FLAT_OPTIONS = {"ngram_n": ("ngram", "n"), "table_order": ("table", "order"),
+                 "specinfer_children": ("specinfer", "children"), "specinfer_paths": ("specinfer", "paths"),
+                 "specinfer_siblings": ("specinfer", "siblings"), "medusa_heads": ("medusa", "checkpoint"),
+                 "medusa_tree": ("medusa", "tree"), "medusa_top_k": ("medusa", "top_k"),
+                 "medusa_acceptance": ("medusa", "acceptance"), "medusa_num_heads": ("medusa", "num_heads"),
+                 "eagle_tree": ("eagle", "tree"), "eagle_paths": ("eagle", "paths"),
+                 "eagle_siblings": ("eagle", "siblings"), "eagle_top_k": ("eagle", "top_k"),
+                 "eagle_total_tokens": ("eagle", "total_tokens")}
+
+
+def drafter_options(config) -> dict:
+  """The registry options of ``config.drafter_kind`` from the config: gamma, seed, the drafter's
+  checkpoint and the kind's own keys."""
   kind = config.drafter_kind
-  if kind == "medusa":  # heads + a token tree: gamma must be the tree's depth
-    from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
-    return medusa.from_config(config, target)
-  if kind in ("table", "mtp", "dflash", "eagle"):  # built for the target: its vocab, hidden states, layers
-    return {"table": specjax.drafters.TableDrafter, "mtp": specjax.drafters.MTP,
-            "dflash": specjax.drafters.DFlash, "eagle": specjax.drafters.Eagle}[kind].from_config(config, target)
-  if kind in ("draft_model", "specinfer"):  # a small model: a draft_lm bundle on the target's embedding, or its own
-    from specjax.drafters import specinfer  # pylint: disable=import-outside-toplevel
-    from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
-    folder = draft_lm.resolve(config.drafter.get("checkpoint")) if config.get("drafter") else None
-    chain = draft_lm.load_drafter(folder, target) if folder is not None else specjax.drafters.DraftModel(drafter_model)
-    return chain if kind == "draft_model" else specinfer.from_config(config, chain.model, chain.subset_K)
-  if kind == "ngram":
-    return specjax.drafters.NGram(config.ngram_n)
-  raise ValueError(f"unknown drafter_kind {kind!r}; expected one of {DRAFTER_KINDS}")
+  names = {f.name for f in dataclasses.fields(specjax.drafters.options_class(kind))}
+  values = {"gamma": config.gamma, "seed": config.seed}
+  if config.get("drafter") and config.drafter.get("checkpoint") and "checkpoint" in names:
+    values["checkpoint"] = config.drafter.checkpoint
+  for key, (owner, option) in _FLAT_OPTIONS.items():
+    if owner == kind and key in config and option in names:
+      value = config[key]
+      values[option] = tuple(value) if isinstance(value, (list, tuple)) else value
+  return values
+
+
+def make_drafter(config, drafter_model, target):
+  """The config's drafter for ``target``, from the registry (``drafter_model``: a random-init small model)."""
+  kind = config.drafter_kind
+  if kind in ("draft_model", "specinfer") and drafter_model is not None:  # a random-init small model
+    drafter = specjax.drafters.DraftModel(drafter_model)
+    if kind == "draft_model":
+      return drafter
+    options = specjax.drafters.make_options(kind, {k: v for k, v in drafter_options(config).items() if k != "checkpoint"})
+    from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
+    paths = tuple(map(tuple, tree_lib.parse_chain_paths(options.paths))) if options.paths else ()
+    return specjax.drafters.SpecInfer(drafter_model, tuple(options.children), options.siblings, paths)
+  return specjax.drafters.build(kind, drafter_options(config), target)
 
 
 def run(config, verbose: bool = True) -> dict:
   """Baseline and speculative decoding on the config's prompts; returns (and prints) the summary."""
   config = with_defaults(config)
-  if config.drafter_kind not in DRAFTER_KINDS:
-    raise ValueError(f"unknown drafter_kind {config.drafter_kind!r}; expected one of {DRAFTER_KINDS}")
+  for module in config.imports:  # user modules that register their own drafters
+    importlib.import_module(module)
+  specjax.drafters.options_class(config.drafter_kind)  # unknown kind: a clear error before loading anything
   if config.drafter_kind == "draft_model" and not (config.get("drafter") and (
       config.drafter.get("checkpoint") or config.drafter.get("d_model"))):
     raise ValueError("drafter_kind='draft_model' needs drafter.checkpoint (or a drafter config); for a target "
-                     f"without a trained drafter use --config.drafter_kind=ngram (one of {DRAFTER_KINDS})")
+                     f"without a trained drafter use --config.drafter_kind=ngram (one of {specjax.drafters.kinds()})")
   if not demo_available(config):
     print("NOTE: demo weights not found under specjax/assets/demo; running a TINY RANDOM pair instead "
           "(train them with scripts/train_demo.py).")
@@ -142,18 +166,27 @@ def run(config, verbose: bool = True) -> dict:
     drafter_model = specjax.shard(drafter_model, mesh) if drafter_model is not None else None
     drafter = make_drafter(config, drafter_model, target)
     common["mesh"] = mesh
-  spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
-                                                 lenience=config.lenience, **common)
-  base_fn = lambda: specjax.generate(target, prompts, lengths, **common)
-  with tqdm(total=2, desc="compile + time (autoregressive and speculative, alternating)", leave=False) as bar:
-    base, spec, t_base, t_spec = measure.paired_times(base_fn, spec_fn, config.repeats)
-    bar.update(1)
+  reason = specjax.decode.lossy_reason(drafter, sampling, config.lenience)
+  if reason is not None and not config.allow_lossy:  # before anything compiles
+    raise ValueError(f"lossy configuration refused: {reason}. Set --config.allow_lossy=True to run it anyway")
+  tree = drafter.tree
+  num_nodes = tree.num_nodes if tree is not None else config.gamma + 1  # verify input: root + drafts
+  with tqdm(total=2, desc="measure c and v, then compile + time (autoregressive and speculative, alternating)",
+            leave=False) as bar:
     # c and v: the drafter's round and the verify pass, each against a one-token target step
-    tree = getattr(drafter, "tree", None)
-    num_nodes = tree.num_nodes if tree is not None else config.gamma + 1  # verify input: root + drafts
     max_len = prompts.shape[1] + config.max_new_tokens + num_nodes
     with specjax.sharding.decode_context(mesh):
       c, v = measure.costs(target, drafter, prompts, lengths, config.gamma, num_nodes, sampling, max_len)
+    bar.update(1)
+    adaptive = None
+    if config.adaptive and tree is None:  # verify cost per draft from the measured v unless given
+      slope = config.verify_slope if config.verify_slope >= 0 else max(v - 1.0, 0.0) / config.gamma
+      adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=slope)
+    spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
+                                                   lenience=config.lenience, adaptive=adaptive,
+                                                   allow_lossy=config.allow_lossy, **common)
+    base_fn = lambda: specjax.generate(target, prompts, lengths, **common)
+    base, spec, t_base, t_spec = measure.paired_times(base_fn, spec_fn, config.repeats)
     bar.update(1)
   st = spec.stats
   summary = {
@@ -170,6 +203,12 @@ def run(config, verbose: bool = True) -> dict:
       "top_k": config.top_k,
       "top_p": config.top_p,
       "lossy": st["lossy"],
+      "lossy_reason": st["lossy_reason"],
+      "adaptive": None if adaptive is None else dataclasses.asdict(adaptive),
+      "mean_submitted": st["mean_submitted"],
+      "submitted_histogram": st["submitted_histogram"],
+      "width_histogram": st["width_histogram"],
+      "verify_widths": st.get("verify_widths", [config.gamma]),
       "tokens_per_s": float(np.sum(spec.lengths) / t_spec),
       "baseline_tokens_per_s": float(np.sum(base.lengths) / t_base),
       "speedup": t_base / t_spec * float(np.sum(spec.lengths)) / max(float(np.sum(base.lengths)), 1.0),
@@ -187,7 +226,8 @@ def run(config, verbose: bool = True) -> dict:
       # the walltime formula from alpha (i.i.d. chain acceptance), and the same cost model fed the
       # measured tokens per iteration (valid for trees too); both use the measured c and v
       "predicted_speedup": float(theory.walltime_improvement(st["alpha"], config.gamma, c, v)),
-      "expected_speedup": float(st["tokens_per_iteration"] / (config.gamma * c + v)),
+      # adaptive rounds verify at their own widths: v interpolated linearly at the mean width used
+      "expected_speedup": float(st["tokens_per_iteration"] / (config.gamma * c + 1.0 + (v - 1.0) * _mean_width(st, config.gamma) / config.gamma)),
       "target_params": target.num_params,
       "drafter_params": drafter.num_params,
       "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)),
@@ -195,6 +235,11 @@ def run(config, verbose: bool = True) -> dict:
   if verbose:
     print_report(summary, prompts, lengths, spec, tok, sampling)
   return summary
+
+
+def _mean_width(stats, gamma: int) -> float:
+  widths, hist = stats.get("verify_widths", [gamma]), stats["width_histogram"]
+  return float(np.dot(widths, hist) / max(sum(hist), 1))
 
 
 def print_report(s, prompts, lengths, spec, tok, sampling):
@@ -213,7 +258,11 @@ def print_report(s, prompts, lengths, spec, tok, sampling):
   print(f"speedup {s['speedup']:.2f}x measured | {s['predicted_speedup']:.2f}x predicted by the walltime formula "
         f"(alpha={s['alpha']:.3f}, gamma={s['gamma']}, c={s['c']:.3f}, v={s['v']:.2f}) | "
         f"{s['expected_speedup']:.2f}x from the measured tokens per iteration")
-  print(f"mean accepted {s['mean_accepted']:.2f} drafts/iteration; per position {s['acceptance_per_position']}")
+  print(f"mean accepted {s['mean_accepted']:.2f} of {s['mean_submitted']:.2f} submitted drafts/iteration; "
+        f"per position {s['acceptance_per_position']}")
+  if s["adaptive"] is not None:
+    print(f"adaptive draft length: rows submitted 0..{s['gamma']} drafts {s['submitted_histogram']} times; "
+          f"verify widths {s['verify_widths']} ran {s['width_histogram']} times")
   if sampling.greedy:
     print("identical to greedy autoregressive output:", "yes" if s["identical_to_autoregressive"] else "NO")
 

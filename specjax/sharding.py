@@ -333,13 +333,10 @@ def to_host(x) -> np.ndarray:
 
 
 # drafter fields that are arrays tied to a target weight: their logical axes (others are replicated)
-_DRAFTER_ARRAY_AXES = {"lm_head_ExV": ("embed", "vocab"), "embed_VxE": ("vocab", "embed")}
-
-
 def shard(model_or_drafter, mesh: Mesh, rules=None):
   """Places a model's params on ``mesh`` by the rules; a drafter has every ``Model`` it holds placed
   (``DraftModel.model``, ``MTP``/``DFlash`` ``.head``) and its other arrays (Medusa's heads and
-  ``lm_head_ExV``) put on the mesh: replicated, or by :data:`_DRAFTER_ARRAY_AXES`.
+  ``lm_head_ExV``) put on the mesh: replicated, or by the drafter's declared ``array_axes``.
 
   Drafters without weights (``NGram``) come back unchanged.
   """
@@ -359,7 +356,7 @@ def shard(model_or_drafter, mesh: Mesh, rules=None):
       changes[f.name] = shard(value, mesh, rules)
     elif jax.tree_util.tree_leaves(value) and all(isinstance(x, (jax.Array, np.ndarray))
                                                   for x in jax.tree_util.tree_leaves(value)):
-      axes = _DRAFTER_ARRAY_AXES.get(f.name)
+      axes = type(obj).array_axes.get(f.name) if hasattr(type(obj), "array_axes") else None
       changes[f.name] = jax.tree_util.tree_map(
           lambda x, axes=axes: put(x, NamedSharding(mesh, logical_to_spec(axes, mesh, rules, x.shape))
                                    if axes is not None and len(axes) == np.ndim(x) else replicated(mesh)), value)

@@ -9,7 +9,7 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter
 from specjax.models import bundle
 from specjax.models.decoder import Decoder, DecoderConfig
 
@@ -43,12 +43,12 @@ def perturbed(model: bundle.Model, noise: float, seed: int = 0) -> bundle.Model:
 
 
 @flax.struct.dataclass
-class ConstantDrafter(DrafterBase):
+class ConstantDrafter(Drafter):
   """Always proposes one token: an adversarial drafter when the target never emits it."""
   token: int = flax.struct.field(pytree_node=False, default=0)
-  name = "constant"
+  kind = "constant"
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
     return ()
 
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):

@@ -215,18 +215,26 @@ def compact(cache, src_slots_BxD, dst_start_B):
 
 
 # ----------------------------------------------------------------------------- one verify step
-def check_rule(siblings: str, sampling, typical_rule) -> None:
-  """Raised at trace time, before anything compiles."""
+def siblings_lossy_reason(siblings: str, sampling) -> str | None:
+  """Why drafts taken as ``siblings`` are not exact under ``sampling`` (None: they are)."""
   if siblings not in SIBLINGS:
     raise ValueError(f"unknown siblings mode {siblings!r}; expected one of {SIBLINGS}")
-  if siblings == "topk" and not sampling.greedy and typical_rule is None:
-    raise ValueError(
-        "deterministic top-k siblings are exact only for greedy decoding (temperature 0), got "
-        f"temperature={sampling.temperature}; sample siblings ('iid' or 'without_replacement'), or "
-        "request a lossy rule explicitly (siblings='topk_lossy', or Medusa's typical acceptance)")
+  if siblings in ("topk", "topk_lossy") and not sampling.greedy:
+    return (f"deterministic top-k siblings ({siblings!r}) are exact only for greedy decoding (temperature 0), "
+            f"got temperature={sampling.temperature}; sample siblings ('iid' or 'without_replacement')")
+  return None
 
 
-def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers=()):
+def check_rule(siblings: str, sampling, rule) -> None:
+  """Raised at trace time, before anything compiles: only known modes and rules."""
+  del sampling
+  if siblings not in SIBLINGS:
+    raise ValueError(f"unknown siblings mode {siblings!r}; expected one of {SIBLINGS}")
+  if rule is not None and rule[0] != "typical":
+    raise ValueError(f"unknown accept rule {rule!r}; expected None (lossless) or ('typical', epsilon, delta)")
+
+
+def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers=(), num_B=None):
   """One target pass over [root, nodes] with the tree mask; accept; compact the accepted path.
 
   ``draft.tree`` None means a chain of ``draft.tokens_BxG.shape[1]`` drafts: the same code with the
@@ -235,11 +243,12 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   overlap_BxD)`` with ``D`` the tree depth; ``new[b, n]`` is the target's token after the path
   and ``hidden[b, n]`` the hidden state of the last accepted node. ``feature_layers`` (a drafter
   attribute, e.g. DFlash's): the hidden is then those target layers' outputs concatenated on the
-  last axis instead of the final hidden state.
+  last axis instead of the final hidden state. ``num_B`` (chains): drafts each row submits; the
+  positions past it are verified by the pass but never accepted.
   """
   tree = draft.row_tree if draft.row_tree is not None else (  # per-row (dynamic) trees: specjax.tree_rows
       draft.tree if draft.tree is not None else chain(draft.tokens_BxG.shape[1]))
-  check_rule(draft.siblings, sampling, draft.typical)
+  check_rule(draft.siblings, sampling, draft.rule)
   b, d = last_B.shape[0], tree.max_depth
   tokens_BxN = jnp.concatenate([last_B[:, None], draft.tokens_BxG], axis=1)
   length_B = cache.length_B
@@ -247,24 +256,24 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   if feature_layers:
     logits, _, cache, layer_hidden = target.module.apply(
         {"params": target.params}, tokens_BxN, positions_BxN, cache, mask_NxN, return_layer_hidden=True)
-    hidden_BxNxE = jnp.concatenate([layer_hidden[i] for i in feature_layers], axis=-1)
+    hidden_BxNxE = jnp.concatenate([layer_hidden[i].astype(jnp.float32) for i in feature_layers], axis=-1)
   else:
     logits, hidden_BxNxE, cache = api.forward(target, tokens_BxN, cache, positions_BxN, mask_NxN)
   q_BxGxV = draft.q_BxGxV  # None: deterministic drafts, q one-hot on each token (never built)
   q_BxNxV = None if q_BxGxV is None else jnp.concatenate([jnp.zeros_like(q_BxGxV[:, :1]), q_BxGxV], axis=1)
   if sampling.greedy:  # argmax only: no [B, N, V] probabilities
     best_BxN = sampling_lib.argmax(logits)
-    leaf_B, next_B = accept.greedy_from_argmax(best_BxN, tokens_BxN, tree)
+    leaf_B, next_B = accept.greedy_from_argmax(best_BxN, tokens_BxN, tree, num_B)
     p_BxNxV = None
   else:
     p_BxNxV = sampling.probs(logits)
-    if draft.typical is not None:
-      leaf_B, next_B = accept.typical(rng, p_BxNxV, tokens_BxN, tree, *draft.typical)
+    if draft.rule is not None:  # ("typical", epsilon, delta)
+      leaf_B, next_B = accept.typical(rng, p_BxNxV, tokens_BxN, tree, *draft.rule[1:])
     else:
       wr = draft.siblings == "without_replacement"
       if q_BxNxV is None and wr:  # deterministic drafts offered as without-replacement siblings: dense one-hot
         q_BxNxV = jax.nn.one_hot(tokens_BxN, logits.shape[-1]).at[:, 0].set(0.0)
-      leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, wr, lenience)
+      leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, wr, lenience, num_B=num_B)
   path_BxD1 = at_nodes(tree, tree.ancestors, leaf_B)
   n_B = at_nodes(tree, tree.depth, leaf_B)
   path_tokens_BxD = jnp.take_along_axis(tokens_BxN, path_BxD1[:, 1:], 1)
@@ -277,6 +286,8 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   first_xN = tree.children_table[..., 0]
   child_BxD = at_nodes(tree, jnp.maximum(first_xN, 0), path_BxD1[:, :d])
   live_BxD = at_nodes(tree, first_xN >= 0, path_BxD1[:, :d])  # a childless node proposes nothing: overlap 0
+  if num_B is not None:
+    live_BxD = live_BxD & (jnp.arange(d)[None] < num_B[:, None])
   child_tok_BxD = jnp.take_along_axis(tokens_BxN, child_BxD, 1)
   if p_BxNxV is None:  # greedy: p is one-hot on the argmax a, so the overlap is q(a)
     best_BxD = jnp.take_along_axis(best_BxN, path_BxD1[:, :d], 1)

@@ -42,15 +42,15 @@ def inputs(model, prompts, prompt_lengths, max_new_tokens, *, extra: int, max_le
 
 
 def drafter(target, drafter_obj, gamma) -> None:
-  from specjax.drafters.base import DrafterBase  # pylint: disable=import-outside-toplevel
-  if not isinstance(drafter_obj, DrafterBase):
-    raise TypeError(f"unknown drafter {drafter_obj!r}: expected a specjax.drafters drafter")
+  from specjax.drafters.base import Drafter  # pylint: disable=import-outside-toplevel
+  if not isinstance(drafter_obj, Drafter):
+    raise TypeError(f"unknown drafter {drafter_obj!r}: expected a specjax.drafters.Drafter")
   if isinstance(gamma, bool) or int(gamma) != gamma or gamma < 1:
     raise ValueError(f"gamma must be an integer >= 1, got {gamma!r}")
   drafter_obj.check_compatible(target)
-  models = [("target", target), ("drafter model", getattr(drafter_obj, "model", None))]
+  models = [("target", target)] + [("drafter model", m) for m in drafter_obj.draft_models()]
   for what, model in models:
-    window = getattr(getattr(model, "config", None), "min_window", 0)
+    window = getattr(model.config, "min_window", 0)  # T5 and head configs have no sliding windows
     if window and window <= gamma:  # tree nodes see ancestors up to gamma back (kv_cache.sliding_window_mask)
       raise ValueError(f"gamma={gamma} needs every sliding window deeper than the draft: the {what}'s "
                        f"smallest window is {window}; use gamma < {window}")

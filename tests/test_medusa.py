@@ -58,12 +58,15 @@ def test_medusa_greedy_equality(trained, baselines, paths, batch):
   assert out.stats["target_calls"] < baselines[batch].stats["target_calls"]
 
 
-def test_typical_acceptance_is_marked_lossy(trained):
+def test_typical_acceptance_is_refused_unless_asked_then_marked_lossy(trained):
   target, heads = trained[:2]
   t1 = specjax.Sampling(temperature=1.0)
   typical = medusa_lib.Medusa.create(target, heads, acceptance="typical")
-  out = specjax.speculative_generate(target, typical, *_prompts(3, seed=3), gamma=3, max_new_tokens=8, sampling=t1)
-  assert out.stats["lossy"] is True and out.lengths.min() == 8
+  with pytest.raises(ValueError, match="typical acceptance"):
+    specjax.speculative_generate(target, typical, *_prompts(3, seed=3), gamma=3, max_new_tokens=8, sampling=t1)
+  out = specjax.speculative_generate(target, typical, *_prompts(3, seed=3), gamma=3, max_new_tokens=8, sampling=t1,
+                                     allow_lossy=True)
+  assert out.stats["lossy"] is True and "typical" in out.stats["lossy_reason"] and out.lengths.min() == 8
   greedy = specjax.speculative_generate(target, typical, *_prompts(3, seed=3), gamma=3, max_new_tokens=8)
   assert greedy.stats["lossy"] is False  # at temperature 0 typical acceptance is exact match
 
@@ -82,30 +85,26 @@ def test_bad_trees_and_heads_are_rejected(trained, tmp_path):
 
 
 def test_config_trees(trained, tmp_path):
-  """medusa_tree: a chain with branches (sparse, cheap to verify), mc_sim_7b_63, or an error naming it."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
+  """The medusa kind's tree: a chain with branches (sparse, cheap to verify), mc_sim_7b_63, or an error naming it."""
   target, heads = trained[:2]
   medusa_lib.save_heads(heads, tmp_path, target="tiny")
-  cfg = ml_collections.ConfigDict(dict(medusa_heads=str(tmp_path), medusa_tree="chain3+1x2", gamma=3, seed=0))
-  drafter = medusa_lib.from_config(cfg, target)
+  cfg = dict(checkpoint=str(tmp_path), tree="chain3+1x2", gamma=3)
+  drafter = specjax.drafters.build("medusa", cfg, target)
   assert drafter.tree.num_nodes == 1 + 3 + 2 and drafter.num_params == heads["w_KxExE"].size + heads["b_KxE"].size
   out = specjax.speculative_generate(target, drafter, *_prompts(3, seed=3), gamma=3, max_new_tokens=MAX_NEW)
   base = specjax.generate(target, *_prompts(3, seed=3), max_new_tokens=MAX_NEW)
   np.testing.assert_array_equal(out.tokens, base.tokens)
-  cfg.medusa_tree = "chian3"
   with pytest.raises(ValueError, match="chian3"):
-    medusa_lib.from_config(cfg, target)
+    specjax.drafters.build("medusa", dict(cfg, tree="chian3"), target)
 
 
 def test_truncated_heads_load_with_their_subset(trained, tmp_path):
-  """float16 heads + subset.npy (scripts/train_real_heads.py's layout): from_config truncates, exactly."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
+  """float16 heads + subset.npy (scripts/train_real_heads.py's layout): the medusa kind truncates, exactly."""
   target, heads = trained[:2]
   subset = np.sort(np.random.RandomState(0).choice(V, V // 2, replace=False)).astype(np.int32)
   medusa_lib.save_heads(heads, tmp_path, dtype="float16")
   np.save(tmp_path / "subset.npy", subset)
-  cfg = ml_collections.ConfigDict(dict(medusa_heads=str(tmp_path), medusa_tree="chain3+1x2", gamma=3, seed=0))
-  drafter = medusa_lib.from_config(cfg, target)
+  drafter = specjax.drafters.build("medusa", dict(checkpoint=str(tmp_path), tree="chain3+1x2", gamma=3), target)
   np.testing.assert_array_equal(drafter.subset_K, subset)
   assert drafter.lm_head_ExV.shape == (32, V // 2) and drafter.heads["w_KxExE"].dtype == np.float32
   out = specjax.speculative_generate(target, drafter, *_prompts(3, seed=3), gamma=3, max_new_tokens=MAX_NEW)

@@ -160,15 +160,10 @@ def test_train_real_heads_end_to_end(family, tmp_path, cache_dir):
   assert 0 < report["subset_coverage"] <= 1 and report["acceptance_greedy"] and '"held_out_after"' in stdout
   assert np.load(out / "subset.npy").shape == (64,)
   assert len(list((tmp_path / "data").glob("features_crop64*.npz"))) == 1  # cached for the next run
-  import ml_collections  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
   target = specjax.checkpoint.load_model(REPO / "specjax/assets/demo/target")
   if family in ("mtp", "dflash"):
-    cls = specjax.drafters.MTP if family == "mtp" else specjax.drafters.DFlash
-    drafter = cls.from_config(ml_collections.ConfigDict({"drafter": {"checkpoint": str(out)}, "seed": 0,
-                                                         "gamma": 3}), target)
+    drafter = specjax.drafters.build(family, {"checkpoint": str(out), "gamma": 3}, target)
   else:
-    drafter = medusa.from_config(ml_collections.ConfigDict({"medusa_heads": str(out), "medusa_tree": "chain2",
-                                                            "gamma": 2, "seed": 0}), target)
+    drafter = specjax.drafters.build("medusa", {"checkpoint": str(out), "tree": "chain2", "gamma": 2}, target)
   assert drafter.subset_K.shape == (64,)

@@ -1,5 +1,7 @@
-"""Drafters: everything that proposes tokens, behind one protocol (see base.py)."""
-from specjax.drafters.base import Draft, DrafterBase
+"""Drafters: everything that proposes tokens, behind one declared protocol (base.Drafter), and the
+registry every command builds them from (``register``/``build``; the shipped kinds: builtin.py)."""
+from specjax.drafters.base import Draft, Drafter, DrafterBase, Prefill
+from specjax.drafters.registry import Options, build, kinds, make_options, options_class, register
 from specjax.drafters.draft_model import DraftModel
 from specjax.drafters.ngram import NGram
 from specjax.drafters.specinfer import SpecInfer
@@ -8,5 +10,10 @@ from specjax.drafters.table import TableDrafter
 from specjax.drafters.mtp import MTP
 from specjax.drafters.dflash import DFlash
 from specjax.drafters.eagle import DynamicTree, Eagle
+from specjax.drafters import builtin as _builtin
 
-__all__ = ["Draft", "DrafterBase", "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP", "DFlash", "Eagle", "DynamicTree"]
+_builtin.register_builtin()
+
+__all__ = ["Draft", "Drafter", "DrafterBase", "Prefill", "Options", "build", "kinds", "make_options",
+           "options_class", "register", "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP",
+           "DFlash", "Eagle", "DynamicTree"]

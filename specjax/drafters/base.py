@@ -1,52 +1,155 @@
-"""The drafter protocol: everything the speculative loop knows about a drafter.
+"""The drafter protocol: everything the speculative loop, validation, sharding and the statistics
+read from a drafter is declared on :class:`Drafter`, with its default. Nothing is probed.
 
-A drafter is a pytree (a ``flax.struct.dataclass``: weights are leaves, settings are static).
+A drafter is a pytree (a ``flax.struct.dataclass``: weights are leaves, settings are static
+fields). Per generation the loop calls, inside one ``jax.jit``:
 
-* ``init(target, prompts_BxP, prompt_lengths_B, max_len) -> state``: once per generation.
+* ``init(target, prompts_BxP, prompt_lengths_B, max_len, prefill) -> state``: once per prompt
+  batch (and per refilled row). ``prefill`` (:class:`Prefill`) is what the target's own prefill
+  already computed over the prompt: its final hidden states and, when ``feature_layers`` is
+  non-empty, those layers' outputs; a drafter never runs the target over the prompt again.
+  ``prefill`` is ``None`` only when a caller outside the loop starts a drafter by hand
+  (:meth:`Drafter.prefill_of` then computes it).
 * ``propose(state, tokens_BxS, seq_len_B, gamma, sampling, rng) -> (state, Draft)``: the rows'
-  committed text is ``tokens[b, :seq_len[b]]``; propose ``gamma`` tokens after it.
+  committed text is ``tokens[b, :seq_len[b]]``; propose ``gamma`` tokens after it (a chain), or
+  the nodes of ``tree``. ``Draft.num_B`` (optional) says how many of a chain's drafts each row
+  submits; ``Draft.confidence_BxG`` (optional) lets the loop's adaptive draft length stop a row at
+  its first unconfident draft. Both must be functions of the drafter's own outputs and the past only,
+  never of the target's distribution for the positions being verified (that keeps the rule exact);
+  a confidence must be read off the drafter's *distribution* at a position (e.g. its largest
+  probability), never off the token it drew there (a selection by the drawn token's own q is biased).
 * ``commit(state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE) -> state``: after the
-  accept rule; heads that read the target's hidden states take them here.
+  accept rule; ``target_hidden`` holds the verify pass's hidden states (or ``feature_layers``'
+  outputs, concatenated) along the accepted path.
 
 ``Draft.q_BxGxV`` is the distribution each draft token was drawn from, after the same
 temperature/top-k/top-p as the target; deterministic drafters, and every drafter when greedy,
 return ``None`` (one-hot on the token, never built: ``Sampling.draw`` gives ``(token, q)``).
+
+Exactness is declared once: :meth:`Drafter.lossy_reason` returns ``None`` when the drafter's
+proposal with the loop's accept rule is exact under the given sampling, else a sentence that says
+why not. ``speculative_generate`` refuses a lossy configuration unless ``allow_lossy=True``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax
 import jax
+import jax.numpy as jnp
 
 
 @flax.struct.dataclass
 class Draft:
   tokens_BxG: jax.Array
   q_BxGxV: jax.Array | None  # None: the draft is deterministic (q is one-hot on the token)
-  # Token trees (specjax.tree): the static topology (None: a chain), how siblings were drawn, and
-  # Medusa's lossy typical rule as (epsilon, delta) or None.
+  # Token trees (specjax.tree): the static topology (None: a chain) and how siblings were drawn.
   tree: Any = flax.struct.field(pytree_node=False, default=None)
   siblings: str = flax.struct.field(pytree_node=False, default="iid")
-  typical: Any = flax.struct.field(pytree_node=False, default=None)
+  # An accept rule other than lossless rejection, chosen by the drafter: Medusa's typical
+  # acceptance as ("typical", epsilon, delta). None: the lossless rule (greedy match at T = 0).
+  rule: Any = flax.struct.field(pytree_node=False, default=None)
   # A different tree in every row (EAGLE-2's dynamic trees, specjax.tree_rows.RowTrees): arrays,
   # so a pytree node; when set it replaces ``tree``.
   row_tree: Any = None
+  # Chains only: drafts each row submits (int32 [B], 0..G; None: all G), and the drafter's own
+  # confidence in each position ([B, G] float32, its largest probability there; None: no opinion).
+  num_B: jax.Array | None = None
+  confidence_BxG: jax.Array | None = None
 
 
-class DrafterBase:
-  """Default hooks; concrete drafters override what they need."""
-  name = "base"
-  lossless = True
+@flax.struct.dataclass
+class Prefill:
+  """What the target's prefill computed over the prompt (padded positions hold garbage)."""
+  hidden_BxPxE: jax.Array                # final hidden states (after the final norm)
+  features_BxPxF: jax.Array | None = None  # ``feature_layers``' outputs, concatenated; None if none
+
+
+class Drafter:
+  """Base class of every drafter; its defaults describe a drafter that needs nothing special.
+
+  Declared, with defaults:
+    kind: the registry name (``specjax.drafters.register``).
+    feature_layers: target layers whose outputs the drafter reads (EAGLE-3, DFlash); () reads the
+      final hidden state. Decides what ``Prefill.features_BxPxF`` and ``commit``'s hidden hold.
+    tree: the static token tree (``specjax.tree.Tree``), a dynamic tree's shape
+      (``specjax.tree_rows.Shape``), or None for a chain of ``gamma`` drafts.
+    lossy_reason(sampling): None when exact under ``sampling``; else why not.
+    num_params: numbers the drafter stores besides the target's weights (0: a lookup).
+    draft_models(): the models the drafter runs itself (validated like the target: windows, mesh).
+    array_axes: logical axes of the drafter's own array fields, by field name, for sharding;
+      fields not named are replicated; ``Model`` fields are sharded by their own rules.
+    check_compatible(target): raises a clear error before anything compiles.
+  """
+  kind: ClassVar[str] = "base"
+  array_axes: ClassVar[dict] = {}
+
+  @property
+  def name(self) -> str:
+    return self.kind
+
+  @property
+  def feature_layers(self) -> tuple:
+    return ()
+
+  @property
+  def tree(self):
+    return None
 
   @property
   def num_params(self) -> int:
-    """Numbers the drafter stores besides the target's own weights (0: a lookup like n-gram)."""
     return 0
 
+  def lossy_reason(self, sampling) -> str | None:
+    del sampling
+    return None
+
+  def draft_models(self) -> tuple:
+    return ()
+
   def check_compatible(self, target) -> None:
-    pass
+    del target
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill: Prefill | None = None):
+    raise NotImplementedError(f"{type(self).__name__} must define init")
+
+  def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    raise NotImplementedError(f"{type(self).__name__} must define propose")
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
     del tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE
     return state
+
+  def prefill_of(self, target, prompts_BxP, prefill: Prefill | None) -> Prefill:
+    """``prefill`` itself, or (outside the loop) one computed by a cache-free target pass."""
+    if prefill is not None:
+      return prefill
+    return run_prefill(target, prompts_BxP, self.feature_layers)
+
+
+DrafterBase = Drafter  # the name older code and user drafters import
+
+
+def run_prefill(target, prompts_BxP, feature_layers=()) -> Prefill:
+  """A cache-free target pass over the prompt: its hidden states and the requested layers."""
+  if feature_layers:
+    out = target.module.apply({"params": target.params}, prompts_BxP, return_layer_hidden=True)
+    return Prefill(out[1], features(out[3], feature_layers))
+  return Prefill(target.module.apply({"params": target.params}, prompts_BxP)[1])
+
+
+def features(layer_hidden, layers) -> jax.Array:
+  """The chosen layers' outputs concatenated on the last axis, float32."""
+  return jnp.concatenate([layer_hidden[i].astype(jnp.float32) for i in layers], axis=-1)
+
+
+def hidden_at(hidden_BxPxE, index_B) -> jax.Array:
+  """``hidden[b, index[b]]`` as float32 ``[B, E]``."""
+  return jnp.take_along_axis(hidden_BxPxE, index_B[:, None, None], 1)[:, 0].astype(jnp.float32)
+
+
+def top_probability(logits_xV) -> jax.Array:
+  """The largest probability of ``softmax(logits)``: a drafter's confidence in a position, read off
+  its distribution there (never off the token it drew)."""
+  logits_xV = logits_xV.astype(jnp.float32)
+  return jnp.exp(jnp.max(logits_xV, -1) - jax.nn.logsumexp(logits_xV, -1))

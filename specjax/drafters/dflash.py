@@ -11,7 +11,7 @@ its own q_i and handing those q to the rejection rule is exact; greedy is exact 
 Features reach the drafter through ``commit``: this drafter sets ``feature_layers`` and the
 speculative loop then passes the chosen target layers' outputs at the verified positions,
 concatenated on the last axis (``[B, gamma+1, n_layers * E]``), instead of the final hidden state.
-``init`` runs the target once over the prompt for the prompt's features (an extra prefill).
+``init`` takes the prompt's features from the target's prefill.
 Decode with ``gamma = block_size - 1``: other block sizes run exactly, but were not trained for.
 Train on sequences as long as the contexts you decode: the block reads the context through RoPE'd
 keys, and query-key distances never seen in training draft worse (measured on the demo).
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter, top_probability
 from specjax.models import block_drafter, heads, kv_cache
 from specjax.models.bundle import Model
 
@@ -38,10 +38,10 @@ class DFlashState:
 
 
 @flax.struct.dataclass
-class DFlash(DrafterBase):
+class DFlash(Drafter):
   head: Model  # a BlockDrafter bundle (specjax.models.block_drafter)
   subset_K: jax.Array | None = None  # truncated draft vocabulary (specjax.drafters.vocab); None: all
-  name = "dflash"
+  kind = "dflash"
 
   @property
   def num_params(self) -> int:
@@ -55,24 +55,6 @@ class DFlash(DrafterBase):
   @property
   def block_size(self) -> int:
     return self.head.config.block_size
-
-  @classmethod
-  def from_config(cls, config, target) -> "DFlash":
-    """``config.drafter.checkpoint``: a trained drafter (scripts/train_dflash.py,
-    scripts/train_real_heads.py) and the truncated vocabulary beside it (``subset.npy``), if any;
-    random if missing."""
-    tc = target.config
-    module_fn = lambda: block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
-        vocab_size=tc.vocab_size, d_model=tc.d_model, num_heads=tc.num_heads, num_kv_heads=tc.num_kv_heads,
-        head_dim=tc.head_dim, mlp_dim=2 * tc.d_model, target_layers=block_drafter.spaced_layers(tc.num_layers, 3),
-        block_size=config.gamma + 1))
-    folder = heads.resolve(config.drafter.get("checkpoint"))
-    drafter = cls(heads.load_or_init(config.drafter, module_fn, config.seed + 1, "DFlash drafter"),
-                  None if folder is None else vocab.load_subset(folder))
-    if config.gamma != drafter.block_size - 1:
-      print(f"NOTE: DFlash trained with block size {drafter.block_size} (gamma {drafter.block_size - 1}) runs "
-            f"at gamma {config.gamma}: exact, but expect lower acceptance")
-    return drafter
 
   def check_compatible(self, target) -> None:
     heads.check_head(self.head, target, "DFlash drafter")
@@ -88,13 +70,12 @@ class DFlash(DrafterBase):
   def _context(self, feat_BxTxF, positions_BxT):
     return self._apply(feat_BxTxF, positions_BxT, method="context")
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
     b, p = prompts_BxP.shape
     embed, unembed = heads.target_io(target)
     if self.subset_K is not None:  # truncated draft vocabulary: only the subset's LM-head columns
       unembed = jnp.take(unembed, self.subset_K, axis=1)
-    out = target.module.apply({"params": target.params}, prompts_BxP, return_layer_hidden=True)
-    feat = block_drafter.features(out[3], self.feature_layers)
+    feat = self.prefill_of(target, prompts_BxP, prefill).features_BxPxF
     k_new, v_new = self._context(feat, jnp.broadcast_to(jnp.arange(p)[None], (b, p)))
     cfg = self.head.config
     shape = (cfg.num_layers, b, max_len, cfg.num_kv_heads, cfg.head_dim)
@@ -116,7 +97,7 @@ class DFlash(DrafterBase):
     logits_BxGxV = (hidden[:, 1:] @ state.unembed_ExV.astype(hidden.dtype)).astype(jnp.float32)
     drafts_BxG, q_BxGxV = vocab.draw(sampling, rng, logits_BxGxV, self.subset_K,
                                      state.embed_VxE.shape[0])  # independent draws; q None when greedy
-    return state, Draft(drafts_BxG, q_BxGxV)
+    return state, Draft(drafts_BxG, q_BxGxV, confidence_BxG=top_probability(logits_BxGxV))
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
     del tokens_BxS

@@ -11,16 +11,16 @@ import jax
 import jax.numpy as jnp
 
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter, top_probability
 from specjax.models import api, kv_cache
 from specjax.models.bundle import Model
 
 
 @flax.struct.dataclass
-class DraftModel(DrafterBase):
+class DraftModel(Drafter):
   model: Model
   subset_K: jax.Array | None = None  # int32 token ids the drafter's logits cover (None: all)
-  name = "draft_model"
+  kind = "draft_model"
 
   @property
   def num_params(self) -> int:
@@ -48,8 +48,11 @@ class DraftModel(DrafterBase):
       raise ValueError(f"drafter predicts {out} tokens but its vocab subset has K={k} ids "
                        f"(expected {k}, or the full vocab_size={target.vocab_size})")
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
-    del target
+  def draft_models(self) -> tuple:
+    return (self.model,)
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+    del target, prefill
     return api.start(self.model, prompts_BxP, prompt_lengths_B, max_len)[0]
 
   def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
@@ -66,13 +69,15 @@ class DraftModel(DrafterBase):
     def step(carry, step_rng):
       cache, logits_BxV = carry
       token_B, q_BxV = self._draw(sampling, step_rng, logits_BxV)  # q None when greedy
+      top_B = top_probability(logits_BxV)  # the distribution's, not the drawn token's
       logits_Bx1xV, _, cache = api.forward(self.model, token_B[:, None], cache)
-      return (cache.with_length(cache.length_B + 1), logits_Bx1xV[:, 0]), (token_B, q_BxV)
+      return (cache.with_length(cache.length_B + 1), logits_Bx1xV[:, 0]), (token_B, q_BxV, top_B)
 
     rngs = jax.random.split(rng, gamma)
-    (cache, logits_BxV), (tokens_GxB, q_GxBxV) = jax.lax.scan(step, (cache, logits_BxV), rngs[:-1])
+    (cache, logits_BxV), (tokens_GxB, q_GxBxV, top_GxB) = jax.lax.scan(step, (cache, logits_BxV), rngs[:-1])
     last_token, last_q = self._draw(sampling, rngs[-1], logits_BxV)
     tokens_BxG = jnp.concatenate([tokens_GxB.T, last_token[:, None]], axis=1)
     q_BxGxV = None if sampling.greedy else jnp.concatenate([jnp.transpose(q_GxBxV, (1, 0, 2)), last_q[:, None]],
                                                            axis=1)
-    return cache, Draft(tokens_BxG, q_BxGxV)
+    confidence_BxG = jnp.concatenate([top_GxB.T, top_probability(logits_BxV)[:, None]], axis=1)
+    return cache, Draft(tokens_BxG, q_BxGxV, confidence_BxG=confidence_BxG)

@@ -33,9 +33,9 @@ import numpy as np
 from specjax import tree as tree_lib
 from specjax import tree_rows
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter
 from specjax.drafters.specinfer import draw_children
-from specjax.models import block_drafter, eagle_head, heads, kv_cache
+from specjax.models import heads, kv_cache
 from specjax.models.bundle import Model
 
 
@@ -75,19 +75,22 @@ class EagleState:
 
 
 @flax.struct.dataclass
-class Eagle(DrafterBase):
+class Eagle(Drafter):
   head: Model                        # an EagleHead bundle
   subset_K: jax.Array | None = None  # EAGLE-3's d2t: the draft vocabulary's target ids; None: all
   paths: tuple = flax.struct.field(pytree_node=False, default=())  # a static tree (tree.from_paths)
   dynamic: DynamicTree | None = flax.struct.field(pytree_node=False, default=None)
   siblings: str = flax.struct.field(pytree_node=False, default="without_replacement")  # static trees
-  name = "eagle"
+  kind = "eagle"
 
   def __post_init__(self):
     if self.paths and self.dynamic is not None:
       raise ValueError("Eagle takes a static tree (paths) or a dynamic one, not both")
     if self.siblings not in tree_lib.SIBLINGS:
       raise ValueError(f"unknown siblings mode {self.siblings!r}; expected one of {tree_lib.SIBLINGS}")
+    if self.dynamic is not None and self.siblings != "without_replacement":
+      raise ValueError(f"Eagle siblings={self.siblings!r} does not apply to a dynamic tree (it takes the top-k "
+                       "when greedy and draws without replacement when sampling); leave siblings unset")
 
   @property
   def num_params(self) -> int:
@@ -105,8 +108,13 @@ class Eagle(DrafterBase):
       return tree_rows.Shape(self.dynamic.total_tokens + 1, self.dynamic.depth)
     return tree_lib.from_paths(self.paths) if self.paths else None
 
-  def is_lossy(self, sampling) -> bool:
-    return self.siblings == "topk_lossy" and not sampling.greedy and bool(self.paths)
+  def lossy_reason(self, sampling) -> str | None:
+    if sampling.greedy:
+      return None
+    if self.dynamic is not None:
+      return (f"DynamicTree(score='drawn') scores a sampled child by its own probability, which biases the "
+              f"output at temperature {sampling.temperature}; use score='rank'") if self.dynamic.score == "drawn" else None
+    return tree_lib.siblings_lossy_reason(self.siblings, sampling)
 
   def check_compatible(self, target) -> None:
     heads.check_head(self.head, target, "EAGLE head")
@@ -137,11 +145,10 @@ class Eagle(DrafterBase):
     """Head-cache slots past the target's max_len: a dynamic tree's beams can outnumber its nodes."""
     return 0 if self.dynamic is None else (self.dynamic.depth - 1) * self.dynamic.top_k
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
     b, p = prompts_BxP.shape
     embed, _ = heads.target_io(target)
-    out = target.module.apply({"params": target.params}, prompts_BxP, return_layer_hidden=True)
-    feat_BxPxF = block_drafter.features(out[3], self.feature_layers)
+    feat_BxPxF = self.prefill_of(target, prompts_BxP, prefill).features_BxPxF
     feat = jnp.zeros((b, max_len, feat_BxPxF.shape[-1]), jnp.float32).at[:, :p].set(feat_BxPxF)
     cfg = self.head.config
     cache = kv_cache.init_cache(1, b, max_len + self._extra_slots(), cfg.num_kv_heads, cfg.head_dim)
@@ -213,9 +220,8 @@ class Eagle(DrafterBase):
                                           cache.with_length(root_slot_B + lo), window)
       g_BxNxE = g_BxNxE.at[:, lo:hi + 1].set(g)
       level_nodes = nodes
-    is_tree = not tree.is_chain
-    return Draft(tokens_BxG, q_BxGxV, tree=tree if is_tree else None,
-                 siblings=self.siblings if is_tree else "iid"), cache
+    # a chain keeps its siblings mode too: top-1 drafts at T > 0 are deterministic, not draws from q
+    return Draft(tokens_BxG, q_BxGxV, tree=None if tree.is_chain else tree, siblings=self.siblings), cache
 
   def _dynamic(self, state, cache, g_root_BxE, root_logits_BxK, root_slot_B, sampling, rng, v):
     """EAGLE-2: expand the beam level by level, then keep the best ``total_tokens`` nodes."""
@@ -276,47 +282,8 @@ class Eagle(DrafterBase):
       q_BxMxV = self._full_q(kv_cache.gather_rows(q_all, jnp.take_along_axis(qsrc_P, keep_BxM, 1)), v)
     return Draft(tokens_BxM, q_BxMxV, siblings=mode, row_tree=rows), cache
 
-  @classmethod
-  def from_config(cls, config, target) -> "Eagle":
-    """``config.drafter.checkpoint`` (scripts/train_eagle.py; random if missing) and ``config.eagle_tree``:
-    ``"chain"``, ``"static"`` (``config.eagle_paths``, e.g. ``"chain6+1x5+2x3"``) or ``"dynamic"``
-    (``eagle_top_k``, ``eagle_total_tokens``; depth = gamma)."""
-    tc = target.config
-    module_fn = lambda: eagle_head.EagleHead(eagle_head.EagleConfig(
-        vocab_size=tc.vocab_size, d_model=tc.d_model, num_heads=tc.num_heads, num_kv_heads=tc.num_kv_heads,
-        head_dim=tc.head_dim, mlp_dim=2 * tc.d_model, target_layers=eagle_head.eagle3_layers(tc.num_layers)))
-    head = heads.load_or_init(config.drafter, module_fn, config.seed + 1, "EAGLE head")
-    subset = _load_subset(config.drafter.get("checkpoint"), head)
-    kind, gamma = config.get("eagle_tree", "chain"), config.gamma
-    if kind == "chain":
-      return cls(head, subset)
-    if kind == "static":
-      paths = tree_lib.parse_chain_paths(config.get("eagle_paths", "") or default_static_paths(gamma))
-      drafter = cls(head, subset, paths=tuple(map(tuple, paths)), siblings=config.get("eagle_siblings",
-                                                                                      "without_replacement"))
-      if drafter.tree.max_depth != gamma:
-        raise ValueError(f"gamma={gamma} must equal the static tree's depth {drafter.tree.max_depth}")
-      return drafter
-    if kind == "dynamic":
-      return cls(head, subset, dynamic=DynamicTree(gamma, config.get("eagle_top_k", 4),
-                                                   config.get("eagle_total_tokens", 16)))
-    raise ValueError(f"unknown eagle_tree {kind!r}; expected 'chain', 'static' or 'dynamic'")
-
 
 def default_static_paths(gamma: int) -> str:
   """A chain of ``gamma`` plus the second choice at depths 1 and 2 (EAGLE's trees spend nodes early)."""
   branches = "".join(f"+{d}x{gamma - d - (d > 1)}" for d in (1, 2) if gamma - d - (d > 1) >= 1)
   return f"chain{gamma}{branches}"
-
-
-def _load_subset(name, head):
-  """The d2t map saved beside a truncated head (``subset.npy``), or None for a full-vocabulary head."""
-  if head.config.draft_vocab_size == 0 or not name:
-    return None
-  import pathlib  # pylint: disable=import-outside-toplevel
-  path = pathlib.Path(name)
-  path = path if path.exists() else heads.ASSETS / path
-  f = path / "subset.npy"
-  if not f.is_file():
-    raise FileNotFoundError(f"{path}: a truncated EAGLE head needs its d2t map subset.npy beside it")
-  return jnp.asarray(np.load(f), jnp.int32)

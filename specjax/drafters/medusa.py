@@ -26,7 +26,7 @@ import numpy as np
 
 from specjax import tree as tree_lib
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter, hidden_at
 from specjax.drafters.specinfer import draw_children
 from specjax.models.bundle import Model
 
@@ -83,7 +83,7 @@ def load_heads(folder) -> dict:
 
 
 @flax.struct.dataclass
-class Medusa(DrafterBase):
+class Medusa(Drafter):
   heads: dict
   lm_head_ExV: jax.Array
   paths: tuple = flax.struct.field(pytree_node=False, default=tuple(tree_lib.full_paths((3, 2, 1))))
@@ -93,7 +93,8 @@ class Medusa(DrafterBase):
   # truncated draft vocabulary (specjax.drafters.vocab): lm_head_ExV then holds only these columns
   subset_K: jax.Array | None = None
   vocab_size: int = flax.struct.field(pytree_node=False, default=0)  # the target's, when truncated
-  name = "medusa"
+  kind = "medusa"
+  array_axes = {"lm_head_ExV": ("embed", "vocab")}
 
   @property
   def num_params(self) -> int:  # the heads only: the lm_head is the target's
@@ -130,8 +131,11 @@ class Medusa(DrafterBase):
     paths = sorted(set(self.paths), key=lambda p: (len(p), p))
     return np.array([0] + [p[-1] for p in paths], np.int32)
 
-  def is_lossy(self, sampling) -> bool:
-    return self.acceptance == "typical" and not sampling.greedy
+  def lossy_reason(self, sampling) -> str | None:
+    if self.acceptance == "typical" and not sampling.greedy:
+      return (f"Medusa's typical acceptance keeps plausible drafts instead of sampling the target at "
+              f"temperature {sampling.temperature}; use acceptance='rejection' for exact output")
+    return None
 
   def check_compatible(self, target) -> None:
     k = self.heads["w_KxExE"].shape[0]
@@ -149,13 +153,10 @@ class Medusa(DrafterBase):
       raise ValueError(f"Medusa lm_head is [{e}, {v}] but the target has d_model={target.config.d_model}, "
                        f"vocab_size={target.vocab_size}")
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
-    # the hidden state before the last prompt token (its lm_head predicted that token); this is one
-    # extra cache-free target pass over the prompt per generation.
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+    # the hidden state before the last prompt token (its lm_head predicted that token)
     del max_len
-    _, hidden_BxPxE, _ = target.module.apply({"params": target.params}, prompts_BxP)
-    idx_B = jnp.maximum(prompt_lengths_B - 2, 0)
-    return jnp.take_along_axis(hidden_BxPxE, idx_B[:, None, None], 1)[:, 0].astype(jnp.float32)
+    return hidden_at(self.prefill_of(target, prompts_BxP, prefill).hidden_BxPxE, jnp.maximum(prompt_lengths_B - 2, 0))
 
   def propose(self, hidden_BxE, tokens_BxS, seq_len_B, gamma, sampling, rng):
     del tokens_BxS, seq_len_B, gamma
@@ -175,44 +176,8 @@ class Medusa(DrafterBase):
     tokens_BxG = ranked_BxKxW[:, depth, choice]
     q_BxGxV = None if (sampling.greedy or typical) else q_BxKxV[:, depth]
     return hidden_BxE, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=siblings,
-                             typical=(self.typical_epsilon, self.typical_delta) if typical else None)
+                             rule=("typical", self.typical_epsilon, self.typical_delta) if typical else None)
 
   def commit(self, hidden_BxE, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
     del hidden_BxE, tokens_BxS, seq_len_B
     return jnp.take_along_axis(target_hidden_BxTxE, n_accepted_B[:, None, None], 1)[:, 0].astype(jnp.float32)
-
-
-def from_config(config, target: Model) -> Medusa:
-  """Heads from ``config.medusa_heads`` (a folder, or a name under specjax/assets); zero-init heads
-  (each one a copy of the lm_head) with a NOTE when they are missing or do not fit the target.
-  The tree: ``config.medusa_tree`` = "mc_sim_7b_63", "chainDEPTH[+DxLEN...]"
-  (:func:`specjax.tree.parse_chain_paths`), or "" for a dense tree from ``config.medusa_top_k``."""
-  folder = pathlib.Path(config.get("medusa_heads", "") or "/nonexistent")
-  assets = pathlib.Path(__file__).parent.parent / "assets"
-  folder = folder if folder.exists() else assets / folder
-  heads = load_heads(folder) if (folder / "heads.npz").exists() else None
-  subset = vocab.load_subset(folder) if heads is not None else None  # beside truncated heads
-  if heads is not None and heads["w_KxExE"].shape[1] != target.config.d_model:
-    print(f"NOTE: Medusa heads at {folder} do not fit this target (d_model {heads['w_KxExE'].shape[1]} vs "
-          f"{target.config.d_model}); using untrained heads.")
-    heads, subset = None, None
-  elif heads is None:
-    print(f"NOTE: no Medusa heads at {folder}; using untrained heads (train them with scripts/train_medusa.py).")
-  tree_name = config.get("medusa_tree", "")
-  top_k = tuple(config.get("medusa_top_k", (3, 2, 1)))
-  if tree_name == "mc_sim_7b_63":
-    paths = MC_SIM_7B_63
-  elif tree_name.startswith("chain"):  # e.g. "chain4+1x2": each head's top-1, second choices where given
-    paths = tree_lib.parse_chain_paths(tree_name)
-  elif tree_name:
-    raise ValueError(f"medusa_tree={tree_name!r}: expected 'mc_sim_7b_63', 'chainDEPTH[+DxLEN...]' or '' "
-                     f"(a dense tree from medusa_top_k)")
-  else:
-    paths = tree_lib.full_paths(top_k)
-  depth = max(len(p) for p in paths)
-  if heads is None:
-    heads = init_heads(None, max(depth, config.get("medusa_num_heads", depth)), target.config.d_model)
-  if config.gamma != depth:
-    raise ValueError(f"gamma={config.gamma} must equal the Medusa tree's depth {depth}")
-  return Medusa.create(target, heads, paths, acceptance=config.get("medusa_acceptance", "rejection"),
-                       subset_K=subset)

@@ -5,8 +5,8 @@ final norm) at the second-to-last token: with the embedding of the last token ``
 predicts ``x_L``; its output and the embedding of that draft give the next, and so on.
 The verify pass over ``[x_{L-1}, d_1..d_G]`` returns hidden states for positions ``L-1 .. L-1+G``;
 after ``n`` accepted drafts and one target token the row holds ``L + n + 1`` tokens, so ``commit``
-keeps ``hidden[:, n]``. ``init`` runs the target once over the prompt for ``h_{P-2}`` (an extra
-prefill; prompts of one token get a zero hidden: drafts are then poor, never wrong).
+keeps ``hidden[:, n]``. ``init`` takes ``h_{P-2}`` from the target's prefill (prompts of one token
+get a zero hidden: drafts are then poor, never wrong).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter, hidden_at, top_probability
 from specjax.models import heads
 from specjax.models.bundle import Model
 
@@ -28,41 +28,29 @@ class MTPState:
 
 
 @flax.struct.dataclass
-class MTP(DrafterBase):
+class MTP(Drafter):
   head: Model  # an MTPHead bundle (specjax.models.heads)
   subset_K: jax.Array | None = None  # truncated draft vocabulary (specjax.drafters.vocab); None: all
-  name = "mtp"
+  kind = "mtp"
 
   @property
   def num_params(self) -> int:
     return self.head.num_params
-
-  @classmethod
-  def from_config(cls, config, target) -> "MTP":
-    """``config.drafter.checkpoint``: a trained head (scripts/train_mtp.py, scripts/train_real_heads.py)
-    and the truncated vocabulary saved beside it (``subset.npy``), if any; random if missing."""
-    tc = target.config
-    module_fn = lambda: heads.MTPHead(heads.MTPConfig(vocab_size=tc.vocab_size, d_model=tc.d_model,
-                                                      mlp_dim=2 * tc.d_model))
-    head = heads.load_or_init(config.drafter, module_fn, config.seed + 1, "MTP head")
-    folder = heads.resolve(config.drafter.get("checkpoint"))
-    return cls(head, None if folder is None else vocab.load_subset(folder))
 
   def check_compatible(self, target) -> None:
     heads.check_head(self.head, target, "MTP head")
     if self.subset_K is not None:
       vocab.check_subset(self.subset_K, target.vocab_size, "MTP")
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
     del max_len
     embed, unembed = heads.target_io(target)
     if self.subset_K is not None:  # truncated draft vocabulary: only the subset's LM-head columns
       unembed = jnp.take(unembed, self.subset_K, axis=1)
-    _, hidden_BxPxE, _ = target.module.apply({"params": target.params}, prompts_BxP)
-    idx_B = jnp.maximum(prompt_lengths_B - 2, 0)
-    h_BxE = jnp.take_along_axis(hidden_BxPxE, idx_B[:, None, None], 1)[:, 0]
+    prefill = self.prefill_of(target, prompts_BxP, prefill)
+    h_BxE = hidden_at(prefill.hidden_BxPxE, jnp.maximum(prompt_lengths_B - 2, 0))
     h_BxE = jnp.where((prompt_lengths_B >= 2)[:, None], h_BxE, 0.0)
-    return MTPState(h_BxE.astype(jnp.float32), embed, unembed)
+    return MTPState(h_BxE, embed, unembed)
 
   def step(self, state: MTPState, h_BxE, token_B):
     """One head application: ``(h_t, x_{t+1}) -> (g, logits for x_{t+2})``."""
@@ -77,10 +65,11 @@ class MTP(DrafterBase):
       g_BxE, logits_BxV = self.step(state, h_BxE, token_B)
       draft_B, q_BxV = vocab.draw(sampling, step_rng, logits_BxV, self.subset_K,
                                   state.embed_VxE.shape[0])  # q None when greedy
-      return (g_BxE.astype(h_BxE.dtype), draft_B), (draft_B, q_BxV)
+      return (g_BxE.astype(h_BxE.dtype), draft_B), (draft_B, q_BxV, top_probability(logits_BxV))
 
-    _, (tokens_GxB, q_GxBxV) = jax.lax.scan(body, (state.hidden_BxE, last_B), jax.random.split(rng, gamma))
-    return state, Draft(tokens_GxB.T, None if q_GxBxV is None else jnp.transpose(q_GxBxV, (1, 0, 2)))
+    _, (tokens_GxB, q_GxBxV, top_GxB) = jax.lax.scan(body, (state.hidden_BxE, last_B), jax.random.split(rng, gamma))
+    return state, Draft(tokens_GxB.T, None if q_GxBxV is None else jnp.transpose(q_GxBxV, (1, 0, 2)),
+                        confidence_BxG=top_GxB.T)
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
     del tokens_BxS, seq_len_B

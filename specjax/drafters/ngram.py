@@ -1,8 +1,10 @@
 """Prompt lookup: propose what followed the latest earlier occurrence of the row's last n tokens.
 
-Falls back to shorter suffixes (n-1, ..., 1) when the longest has no earlier occurrence, and to
-repeating the last token when none has. Its q is one-hot: the draft is deterministic given the
-context, so the lossless rule accepts draft x with probability p(x).
+Falls back to shorter suffixes (n-1, ..., min_match) when the longest has no earlier occurrence.
+``Draft.num_B`` is the number of tokens that really followed the match (at most gamma), 0 when
+there is no match: with the loop's adaptive draft length such a row costs one plain decode step.
+Its q is one-hot: the draft is deterministic given the context, so the lossless rule accepts draft
+x with probability p(x).
 """
 from __future__ import annotations
 
@@ -10,24 +12,24 @@ import flax
 import jax
 import jax.numpy as jnp
 
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter
 from specjax.models import kv_cache
 
 
 @flax.struct.dataclass
-class NGram(DrafterBase):
+class NGram(Drafter):
   n: int = flax.struct.field(pytree_node=False, default=3)
-  name = "ngram"
+  min_match: int = flax.struct.field(pytree_node=False, default=1)
+  kind = "ngram"
 
   def __post_init__(self):
     if int(self.n) != self.n or self.n < 1:
       raise ValueError(f"NGram n must be a positive integer, got {self.n}")
+    if int(self.min_match) != self.min_match or not 1 <= self.min_match <= self.n:
+      raise ValueError(f"NGram min_match must be in 1..n={self.n}, got {self.min_match}")
 
-  def check_compatible(self, target) -> None:
-    del target
-
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
-    del target, prompts_BxP, prompt_lengths_B, max_len
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+    del target, prompts_BxP, prompt_lengths_B, max_len, prefill
     return ()
 
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
@@ -35,7 +37,7 @@ class NGram(DrafterBase):
     b, s = tokens_BxS.shape
     pos_S = jnp.arange(s)
     best_start_B = jnp.full((b,), -1, jnp.int32)
-    for k in range(1, self.n + 1):  # longer suffixes override shorter ones
+    for k in range(self.min_match, self.n + 1):  # longer suffixes override shorter ones
       suffix_Bxk = kv_cache.gather_rows(tokens_BxS, jnp.maximum(seq_len_B[:, None] - k + jnp.arange(k), 0))
       match_BxS = jnp.ones((b, s), bool)
       for i in range(k):
@@ -51,4 +53,5 @@ class NGram(DrafterBase):
     idx_BxG = jnp.minimum(start_B[:, None] + jnp.arange(gamma)[None], seq_len_B[:, None] - 1)
     idx_BxG = jnp.where(best_start_B[:, None] >= 0, idx_BxG, fallback_B[:, None])
     tokens_BxG = kv_cache.gather_rows(tokens_BxS, idx_BxG)
-    return state, Draft(tokens_BxG, None)  # None: one-hot q, built by the loop
+    num_B = jnp.where(best_start_B >= 0, jnp.minimum(seq_len_B - best_start_B, gamma), 0).astype(jnp.int32)
+    return state, Draft(tokens_BxG, None, num_B=num_B)  # None: one-hot q, built by the loop

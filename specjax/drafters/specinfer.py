@@ -35,7 +35,7 @@ import numpy as np
 
 from specjax import tree as tree_lib
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter
 from specjax.models import api, kv_cache
 from specjax.models.bundle import Model
 from specjax.sampling import sample_from
@@ -53,13 +53,13 @@ def draw_children(rng, logits_BxPxV, q_BxPxV, k: int, siblings: str, greedy: boo
 
 
 @flax.struct.dataclass
-class SpecInfer(DrafterBase):
+class SpecInfer(Drafter):
   model: Model
   children: tuple = flax.struct.field(pytree_node=False, default=(1, 1, 3, 1, 1, 1, 1, 1))
   siblings: str = flax.struct.field(pytree_node=False, default="iid")
   paths: tuple = flax.struct.field(pytree_node=False, default=())  # non-empty: overrides children
   subset_K: jax.Array | None = None  # int32 token ids the small model's logits cover (None: all)
-  name = "specinfer"
+  kind = "specinfer"
 
   @property
   def num_params(self) -> int:  # as a chain drafter counts the same small model
@@ -75,8 +75,11 @@ class SpecInfer(DrafterBase):
   def tree(self) -> tree_lib.Tree:
     return tree_lib.from_paths(self.paths) if self.paths else tree_lib.from_children(self.children)
 
-  def is_lossy(self, sampling) -> bool:
-    return self.siblings == "topk_lossy" and not sampling.greedy
+  def lossy_reason(self, sampling) -> str | None:
+    return tree_lib.siblings_lossy_reason(self.siblings, sampling)
+
+  def draft_models(self) -> tuple:
+    return (self.model,)
 
   def check_compatible(self, target) -> None:
     if self.model.vocab_size != target.vocab_size:
@@ -94,8 +97,8 @@ class SpecInfer(DrafterBase):
         raise ValueError(f"SpecInfer's small model predicts {out} tokens but its vocab subset has "
                          f"K={self.subset_K.shape[0]} ids (expected K or vocab_size={target.vocab_size})")
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
-    del target
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+    del target, prefill
     return api.start(self.model, prompts_BxP, prompt_lengths_B, max_len)[0]  # committed: all but the last
 
   def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
@@ -144,19 +147,3 @@ class SpecInfer(DrafterBase):
       level_logits, level_nodes = narrow(logits_BxTxV), nodes
     cache = cache.with_length(seq_len_B)  # the nodes stay uncommitted
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)
-
-
-def from_config(config, drafter_model: Model, subset_K=None) -> SpecInfer:
-  """``config.specinfer_children`` (default the paper's), or ``config.specinfer_paths`` (a tuple of
-  paths, or "chainDEPTH[+DxLEN...]", see :func:`specjax.tree.parse_chain_paths`); ``config.specinfer_siblings``;
-  ``subset_K``: the truncated vocabulary of a ``draft_lm`` small model."""
-  children = tuple(config.get("specinfer_children", (1, 1, 3, 1, 1, 1, 1, 1)))
-  paths = config.get("specinfer_paths", ())
-  if isinstance(paths, str) and paths:  # "chain8+1x2+3x1": chain of 8, branches (depth 1, len 2), (3, 1)
-    paths = tree_lib.parse_chain_paths(paths)
-  drafter = SpecInfer(drafter_model, children, config.get("specinfer_siblings", "iid"), tuple(map(tuple, paths or ())),
-                      subset_K)
-  if config.gamma != drafter.tree.max_depth:
-    raise ValueError(f"gamma={config.gamma} must equal the token tree's depth {drafter.tree.max_depth} "
-                     f"(specinfer_children={children}, specinfer_paths={paths or ()})")
-  return drafter

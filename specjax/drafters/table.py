@@ -17,15 +17,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, DrafterBase
+from specjax.drafters.base import Draft, Drafter
 
 
 @flax.struct.dataclass
-class TableDrafter(DrafterBase):
+class TableDrafter(Drafter):
   log_probs: jax.Array  # [W] (order 1) or [R, W] (order 2: row = previous token); W = V, or K with a subset
   subset_K: jax.Array | None = None  # int32 token ids the table's columns stand for (None: all V)
   row_of_V: jax.Array | None = None  # with a subset: previous token id -> its row (K: outside the subset)
-  name = "table"
+  kind = "table"
 
   @property
   def num_params(self) -> int:  # counted table entries, not trained weights
@@ -74,19 +74,13 @@ class TableDrafter(DrafterBase):
     return cls(jnp.asarray(log_probs, jnp.float32), jnp.asarray(subset_K, jnp.int32),
                jnp.asarray(row_of_V, jnp.int32))
 
-  @classmethod
-  def from_config(cls, config, target) -> "TableDrafter":
-    """Counted from the stdlib train split (``config.table_order``, default 2)."""
-    from specjax.data import code_corpus  # pylint: disable=import-outside-toplevel
-    return cls.from_corpus(code_corpus.load_split("train"), target.vocab_size, order=config.get("table_order", 2))
-
   def check_compatible(self, target) -> None:
     if self.vocab_size != target.vocab_size:
       raise ValueError(f"table drafter vocab_size={self.vocab_size} differs from target "
                        f"vocab_size={target.vocab_size}; build the table with the target's tokenizer")
 
-  def init(self, target, prompts_BxP, prompt_lengths_B, max_len):
-    del target, prompts_BxP, prompt_lengths_B, max_len
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+    del target, prompts_BxP, prompt_lengths_B, max_len, prefill
     return ()
 
   def _row(self, prev_B):

@@ -33,8 +33,10 @@ def logits(model: Model, tokens_BxT, encoder_tokens=None, encoder_lengths=None) 
   return out[0]
 
 
-def start(model: Model, prompts_BxP, prompt_lengths_B, max_len: int):
-  """Decode state for a fresh generation: ``(cache, tokens_BxS, seq_len_B)``.
+def start(model: Model, prompts_BxP, prompt_lengths_B, max_len: int, return_prefill: bool = False):
+  """Decode state for a fresh generation: ``(cache, tokens_BxS, seq_len_B)``, and with
+  ``return_prefill`` also ``(hidden_BxPxE, layer_hidden)`` from the prefill (drafters read them
+  instead of running the target again; ``(None, None)`` for an encoder-decoder).
 
   Invariant kept by every loop: the cache has committed every token of the buffer except the
   last one (``seq_len - 1`` slots); the last token is fed next. For a decoder-only model the
@@ -47,9 +49,16 @@ def start(model: Model, prompts_BxP, prompt_lengths_B, max_len: int):
     cache = model.module.apply({"params": model.params}, prompts_BxP, prompt_lengths_B, max_len,
                                method="init_cache")
     tokens = jnp.full((b, max_len), cfg.decoder_start_id, jnp.int32)
-    return cache, tokens, jnp.ones((b,), jnp.int32)
+    out = cache, tokens, jnp.ones((b,), jnp.int32)
+    return out + ((None, None),) if return_prefill else out
   cache = kv_cache.init_cache(cfg.num_layers, b, max_len, cfg.num_kv_heads, cfg.head_dim)
-  _, _, cache = forward(model, prompts_BxP, cache)  # prefill; pads past each row's length are masked later
+  # prefill; pads past each row's length are masked later
+  if return_prefill:  # the layers' outputs too (dropped by XLA when no drafter reads them)
+    _, hidden, cache, layer_hidden = model.module.apply({"params": model.params}, prompts_BxP, None, cache,
+                                                         return_layer_hidden=True)
+  else:
+    _, hidden, cache = forward(model, prompts_BxP, cache)
   cache = cache.with_length(prompt_lengths_B - 1)
   tokens = jnp.zeros((b, max_len), jnp.int32).at[:, :p].set(prompts_BxP)
-  return cache, tokens, prompt_lengths_B.astype(jnp.int32)
+  out = cache, tokens, prompt_lengths_B.astype(jnp.int32)
+  return out + ((hidden, layer_hidden),) if return_prefill else out

@@ -13,7 +13,7 @@ embedding and ``d x V`` LM head. This module keeps both small:
 The blocks are :class:`specjax.models.decoder.Block` (same cache, masks and RoPE as the target),
 so ``api.start``/``api.forward`` and :class:`specjax.drafters.DraftModel` drive it unchanged.
 A bundle folder holds ``config.json`` (family ``draft_lm``), ``model.safetensors`` (every param
-but the frozen ones, bf16) and ``vocab_subset.npy``; :func:`load_drafter` rebuilds it for a target.
+but the frozen ones, bf16) and ``vocab_subset.npy``; ``specjax.drafters.build("draft_model", {"checkpoint": folder}, target)`` rebuilds it for a target.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import numpy as np
 from flax import traverse_util
 
 from specjax.models import bundle, kv_cache
+from specjax.models.heads import ASSETS
 from specjax.models.decoder import Block, DecoderConfig, _norm
 from specjax.models.layers import Init, param_with_axes
 
@@ -122,7 +123,6 @@ def resolve(name) -> pathlib.Path | None:
   """The folder of a draft_lm bundle (a path or a name under specjax/assets), else None."""
   if not name:
     return None
-  from specjax.loading import ASSETS  # pylint: disable=import-outside-toplevel
   for path in (pathlib.Path(name).expanduser(), ASSETS / str(name)):
     cfg = path / "config.json"
     if cfg.is_file():
@@ -185,10 +185,3 @@ def load(folder, target) -> tuple[bundle.Model, np.ndarray]:
   flat.update({k: np.asarray(v, np.float32) for k, v in frozen_params(cfg, target, subset_K).items()})
   model = from_flat_params(DraftLM(cfg), flat, source=str(paths[1]))
   return model, subset_K.astype(np.int32)
-
-
-def load_drafter(folder, target):
-  """A :class:`specjax.drafters.DraftModel` over the bundle, ready for ``speculative_generate``."""
-  from specjax.drafters import DraftModel  # pylint: disable=import-outside-toplevel
-  model, subset_K = load(resolve(folder) or folder, target)
-  return DraftModel(model, jnp.asarray(subset_K))

@@ -106,10 +106,9 @@ def resolve(name) -> pathlib.Path | None:
   return path if path.exists() else None
 
 
-def load_or_init(spec, module_fn, seed: int, what: str) -> bundle.Model:
-  """``spec["checkpoint"]`` (a folder, or a name under specjax/assets) if it exists, else a random
+def load_or_init(name: str, module_fn, seed: int, what: str) -> bundle.Model:
+  """The head at ``name`` (a folder, or a name under specjax/assets) if it exists, else a random
   ``module_fn()`` head, with a printed note: a random head is exact, just rarely accepted."""
-  name = dict(spec).get("checkpoint")
   path = resolve(name)
   if path is not None:
     return load_head(path)

@@ -1,0 +1,92 @@
+"""Variable draft length: how many drafts each row submits, and how wide the verify pass runs.
+
+Each round a row may submit 0..gamma drafts of a chain: no more than its drafter offers
+(``Draft.num_B``: n-gram's match length), and none past its drafter's first position whose
+confidence (the largest probability of its distribution there) is below ``confidence``. The
+verify pass is compiled for a few draft counts (``widths``); the loop runs the one that maximises
+the expected tokens per cost,
+
+    sum over active rows of E[tokens | alpha_r, min(offered_r, w)]  /  (1 + verify_slope * w),
+
+with ``E[tokens | a, k] = 1 + a + ... + a^k`` (Leviathan et al.'s chain formula) and ``alpha_r`` a
+running estimate of the row's acceptance rate. Width 0 is an ordinary decode step, so a round in
+which drafting does not pay costs what the autoregressive loop does. Rows then submit
+``min(offered_r, w)``.
+
+Exactness: every decision reads only the drafter's own outputs (never the token drawn at a
+position, only its distribution) and the rows' past acceptance, never the target's distribution
+for the positions being verified; the accept rule on the shortened chain is then the plain rule
+on a shorter draft (the bonus token comes from p after the last submitted draft).
+
+``alpha_r`` moves toward each round's accept rate (weight ``1 - (1 - memory)^trials``) and, in
+rounds where the row submits nothing, back toward ``prior`` by ``relax``: a row that stopped
+drafting tries again now and then.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Adaptive:
+  confidence: float = 0.0     # stop a row at its first draft the drafter is less sure of (0: off)
+  widths: tuple = ()          # draft counts the verify pass is compiled for; (): 0, 1, 2, 4, ..., gamma
+  verify_slope: float = 0.2   # cost of each verified draft in target steps: v(w) = 1 + slope * w
+  prior: float = 0.5          # acceptance estimate a row starts from
+  memory: float = 0.3         # weight of one observed draft in the running estimate
+  relax: float = 0.05         # per round without drafts, the estimate moves this far back to prior
+
+  def __post_init__(self):
+    for name in ("confidence", "prior", "memory", "relax"):
+      v = getattr(self, name)
+      if not 0.0 <= v <= 1.0:
+        raise ValueError(f"Adaptive.{name} must be in [0, 1], got {v!r}")
+    if not self.verify_slope >= 0:
+      raise ValueError(f"Adaptive.verify_slope must be >= 0, got {self.verify_slope!r}")
+    if any(isinstance(w, bool) or int(w) != w or w < 0 for w in self.widths):
+      raise ValueError(f"Adaptive.widths must be non-negative integers, got {self.widths!r}")
+
+  def widths_for(self, gamma: int) -> tuple[int, ...]:
+    """The compiled draft counts, ascending, always including 0 and gamma."""
+    base = self.widths or tuple(2 ** i for i in range(int(np.log2(max(gamma, 1))) + 1))
+    return tuple(sorted({0, int(gamma)} | {int(w) for w in base if w <= gamma}))
+
+
+def offered(draft, gamma: int, adaptive: Adaptive | None):
+  """int32 [B]: drafts each row offers: the drafter's ``num_B``, cut at its first unconfident one."""
+  b = draft.tokens_BxG.shape[0]
+  num_B = jnp.full((b,), gamma, jnp.int32) if draft.num_B is None else jnp.minimum(draft.num_B, gamma)
+  if adaptive is not None and adaptive.confidence > 0 and draft.confidence_BxG is not None:
+    sure_BxG = draft.confidence_BxG >= adaptive.confidence
+    num_B = jnp.minimum(num_B, jnp.sum(jnp.cumprod(sure_BxG.astype(jnp.int32), axis=1), axis=1))
+  return num_B.astype(jnp.int32)
+
+
+def expected_tokens(alpha_B, k_B):
+  """1 + a + ... + a^k per row (k may be 0)."""
+  alpha_B = jnp.clip(alpha_B, 0.0, 0.999)
+  return (1.0 - alpha_B ** (k_B + 1)) / (1.0 - alpha_B)
+
+
+def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B):
+  """Index into ``widths`` of the verify width with the most expected tokens per cost."""
+  scores = []
+  for w in widths:
+    gain = jnp.sum(jnp.where(active_B, expected_tokens(alpha_B, jnp.minimum(offered_B, w)), 0.0))
+    scores.append(gain / (1.0 + adaptive.verify_slope * w))
+  return jnp.argmax(jnp.stack(scores)).astype(jnp.int32)
+
+
+def update(adaptive: Adaptive, alpha_B, submitted_B, accepted_B, active_B):
+  """The running acceptance estimate after a round (rows that submitted nothing relax to the prior)."""
+  rejected_B = (accepted_B < submitted_B).astype(jnp.float32)
+  trials_B = accepted_B.astype(jnp.float32) + rejected_B
+  rate_B = accepted_B / jnp.maximum(trials_B, 1.0)
+  weight_B = 1.0 - (1.0 - adaptive.memory) ** trials_B
+  observed_B = alpha_B + weight_B * (rate_B - alpha_B)
+  relaxed_B = alpha_B + adaptive.relax * (adaptive.prior - alpha_B)
+  new_B = jnp.where(submitted_B > 0, observed_B, relaxed_B)
+  return jnp.where(active_B, new_B, alpha_B)

@@ -1,0 +1,121 @@
+"""Variable draft length (specjax.adaptive): still exact, greedy and sampled; and the power checks.
+
+A stopping rule may read the drafter's own distribution and the rows' past, never the target's
+distribution at the positions being verified, nor the token the drafter drew there. Two wrong rules
+show that the chi-squared check here can tell: one stops where the *target* gives the draft a low
+probability, one stops on the drawn token's own q.
+"""
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import specjax
+from specjax import adaptive as adaptive_lib
+from specjax import testing
+from specjax.models import kv_cache
+from stats_util import N, PROMPT, chi2_pvalue, exact_joint, token_counts
+
+V = 6
+GAMMA = 2
+T1 = specjax.Sampling(temperature=1.0)
+
+
+@pytest.fixture(scope="module")
+def target():
+  return testing.tiny_decoder(vocab_size=V, seed=3, weight_scale=1.5)
+
+
+@pytest.fixture(scope="module")
+def draft_model(target):
+  return testing.perturbed(target, 0.6, seed=1)
+
+
+@flax.struct.dataclass
+class StopOn(specjax.drafters.DraftModel):
+  """A draft model whose confidence is a WRONG signal: the target's p of each draft ("peek"), or the
+  drafter's own q of the token it drew ("drawn")."""
+  peek_target: specjax.Model | None = None
+  signal: str = flax.struct.field(pytree_node=False, default="peek")
+
+  def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    cache, draft = super().propose(cache, tokens_BxS, seq_len_B, gamma, sampling, rng)
+    idx_BxG = seq_len_B[:, None] - 1 + jnp.arange(gamma)[None]
+    if self.signal == "peek":
+      buf = kv_cache.write_rows(tokens_BxS, draft.tokens_BxG, seq_len_B)
+      logits = self.peek_target.module.apply({"params": self.peek_target.params}, buf)[0]
+      probs_BxGxV = sampling.probs(jnp.take_along_axis(logits, idx_BxG[..., None], 1))
+    else:
+      probs_BxGxV = draft.q_BxGxV
+    own_BxG = jnp.take_along_axis(probs_BxGxV, draft.tokens_BxG[..., None], -1)[..., 0]
+    return cache, draft.replace(confidence_BxG=own_BxG)
+
+
+def _sampled(target, drafter, adaptive, n=N, seed=0):
+  prompts = np.repeat(PROMPT, n, 0)
+  out = specjax.speculative_generate(target, drafter, prompts, np.full((n,), PROMPT.shape[1]), gamma=GAMMA,
+                                     max_new_tokens=GAMMA + 1, sampling=T1, rng=jax.random.PRNGKey(seed),
+                                     adaptive=adaptive)
+  return token_counts(out.tokens[:, :GAMMA + 1], V), out.stats
+
+
+def test_adaptive_chain_is_exact_at_t1(target, draft_model):
+  """Confidence stopping (verify_slope 0: the width always holds every offered draft): the 3-token
+  joint matches the target's, and rows really submitted 0, 1 and 2 drafts at several widths."""
+  adaptive = specjax.Adaptive(confidence=0.5, verify_slope=0.0)
+  counts, st = _sampled(target, specjax.drafters.DraftModel(draft_model), adaptive)
+  p = chi2_pvalue(counts, exact_joint(target, T1, tokens=GAMMA + 1))
+  assert p > 1e-4, p
+  assert min(st["submitted_histogram"]) > 0 and sum(c > 0 for c in st["width_histogram"]) >= 2, st
+  assert st["accepted_per_position"][-1] > 0  # full chains: the bonus token is in the joint
+
+
+@pytest.mark.parametrize("signal", ["peek", "drawn"])
+def test_wrong_stopping_rules_fail(target, draft_model, signal):
+  """Power check: stopping on the target's p (or on the drawn token's own q) biases the output."""
+  drafter = StopOn(draft_model, peek_target=target, signal=signal)
+  counts, st = _sampled(target, drafter, specjax.Adaptive(confidence=0.5, verify_slope=0.0))
+  p = chi2_pvalue(counts, exact_joint(target, T1, tokens=GAMMA + 1))
+  assert st["submitted_histogram"][0] > 0 and st["submitted_histogram"][GAMMA] > 0
+  assert p < 1e-6, p
+
+
+def test_greedy_equality_ragged_batch_and_refill():
+  """Adaptive on: greedy tokens equal autoregressive ones for a ragged batch, with refill, for a draft
+  model (accepting at every depth) and for n-gram (which submits nothing without a match)."""
+  target = testing.tiny_decoder(vocab_size=64, seed=0)
+  rng = np.random.default_rng(0)
+  prompts = rng.integers(1, 64, (5, 9)).astype(np.int32)
+  lengths = np.array([9, 4, 7, 2, 9], np.int32)
+  base = specjax.generate(target, prompts, lengths, max_new_tokens=24)
+  adaptive = specjax.Adaptive(confidence=0.3, verify_slope=0.25)
+  for drafter in (specjax.drafters.DraftModel(testing.perturbed(target, 0.05, seed=2)), specjax.drafters.NGram(3)):
+    for batch_size in (None, 2):
+      out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=4, max_new_tokens=24,
+                                         adaptive=adaptive, batch_size=batch_size)
+      np.testing.assert_array_equal(out.tokens, base.tokens)
+      np.testing.assert_array_equal(out.lengths, base.lengths)
+      st = out.stats
+      assert sum(st["submitted_histogram"]) == st["row_iterations"]
+      if isinstance(drafter, specjax.drafters.DraftModel):
+        assert min(st["accepted_per_position"]) > 0, st
+      else:
+        assert st["submitted_histogram"][0] > 0, st  # rounds without a match are plain steps
+
+
+def test_width_choice_and_update_rules():
+  ad = specjax.Adaptive(verify_slope=0.5)
+  widths = ad.widths_for(4)
+  assert widths == (0, 1, 2, 4)
+  active = jnp.array([True, True])
+  # low acceptance: drafting costs more than it brings -> width 0; high acceptance -> the full chain
+  assert widths[int(adaptive_lib.choose_width(ad, widths, jnp.array([0.1, 0.1]), jnp.array([4, 4]), active))] == 0
+  assert widths[int(adaptive_lib.choose_width(ad, widths, jnp.array([0.95, 0.95]), jnp.array([4, 4]), active))] == 4
+  # nothing offered: no width beyond 0 can gain anything
+  assert widths[int(adaptive_lib.choose_width(ad, widths, jnp.array([0.95, 0.95]), jnp.array([0, 0]), active))] == 0
+  alpha = adaptive_lib.update(ad, jnp.array([0.5, 0.5, 0.5]), jnp.array([4, 0, 3]), jnp.array([4, 0, 0]),
+                              jnp.array([True, True, True]))
+  assert alpha[0] > 0.5 and alpha[2] < 0.5 and alpha[1] == pytest.approx(0.5)
+  with pytest.raises(ValueError, match="confidence"):
+    specjax.Adaptive(confidence=1.5)
