@@ -1,0 +1,106 @@
+"""The drafter registry: a drafter written outside specjax registers itself and runs unchanged."""
+import importlib
+import sys
+import textwrap
+
+import ml_collections
+import numpy as np
+import pytest
+
+import specjax
+from specjax import run, testing
+
+USER_MODULE = textwrap.dedent('''
+    """A user's own drafter: proposes the row's last token again (a repeat drafter)."""
+    import dataclasses
+
+    import flax
+    import jax.numpy as jnp
+
+    import specjax
+    from specjax.models import kv_cache
+
+
+    @flax.struct.dataclass
+    class Repeat(specjax.drafters.Drafter):
+      kind = "repeat_last"
+
+      def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+        return ()
+
+      def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+        last_B = kv_cache.gather_rows(tokens_BxS, (seq_len_B - 1)[:, None])[:, 0]
+        return state, specjax.drafters.Draft(jnp.repeat(last_B[:, None], gamma, 1), None)
+
+
+    @dataclasses.dataclass(frozen=True)
+    class RepeatOptions(specjax.drafters.Options):
+      gamma: int = 2
+
+
+    specjax.drafters.register("repeat_last", lambda options, target: Repeat(), RepeatOptions)
+''')
+
+
+@pytest.fixture(scope="module")
+def user_module(tmp_path_factory):
+  folder = tmp_path_factory.mktemp("user_code")
+  (folder / "my_drafters.py").write_text(USER_MODULE)
+  sys.path.insert(0, str(folder))
+  yield "my_drafters"
+  sys.path.remove(str(folder))
+
+
+def test_user_drafter_registers_and_runs_exactly(user_module):
+  importlib.import_module(user_module)
+  assert "repeat_last" in specjax.drafters.kinds()
+  target = testing.tiny_decoder(vocab_size=32, seed=1)
+  drafter = specjax.drafters.build("repeat_last", {}, target)
+  prompts, lengths = np.array([[3, 4, 5, 5], [7, 7, 0, 0]]), np.array([4, 2])
+  base = specjax.generate(target, prompts, lengths, max_new_tokens=12)
+  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=2, max_new_tokens=12)
+  np.testing.assert_array_equal(out.tokens, base.tokens)
+  assert out.stats["lossy"] is False
+
+
+def test_cli_factory_imports_user_modules_first(user_module):
+  config = run.with_defaults(ml_collections.ConfigDict({"target": {}, "drafter": {}, "drafter_kind": "repeat_last",
+                                                        "imports": (user_module,), "gamma": 2}))
+  for module in config.imports:
+    importlib.import_module(module)
+  drafter = run.make_drafter(config, None, testing.tiny_decoder(vocab_size=32))
+  assert drafter.kind == "repeat_last"
+
+
+def test_unknown_kinds_and_options_name_the_bad_value():
+  target = testing.tiny_decoder(vocab_size=32)
+  with pytest.raises(ValueError, match=r"unknown drafter kind 'ngarm' \(did you mean 'ngram'\?\)"):
+    specjax.drafters.build("ngarm", {}, target)
+  with pytest.raises(ValueError, match=r"no option 'nn' \(did you mean 'n'\?\)"):
+    specjax.drafters.build("ngram", {"nn": 2}, target)
+  with pytest.raises(TypeError, match="subclassing"):
+    specjax.drafters.register("bad", lambda o, t: None, dict)
+
+
+def test_every_shipped_kind_declares_its_options():
+  for kind in ("draft_model", "ngram", "table", "specinfer", "medusa", "mtp", "dflash", "eagle"):
+    options = specjax.drafters.make_options(kind, {})
+    assert options.gamma >= 1 and hasattr(options, "checkpoint")
+
+
+@pytest.mark.parametrize("kind", ["mtp", "dflash", "eagle", "medusa"])
+def test_head_drafters_take_the_loops_prefill(monkeypatch, kind):
+  """In the loop no head drafter runs the target over the prompt again: with the fallback pass
+  disabled, speculative decoding still runs (and stays exact)."""
+  target = testing.tiny_decoder(vocab_size=32, seed=1, num_layers=4)
+  options = {"gamma": 3} if kind != "medusa" else {"gamma": 2, "tree": "chain2"}
+  drafter = specjax.drafters.build(kind, options, target)
+
+  def no_second_prefill(*args, **kwargs):
+    raise AssertionError("a drafter ran the target over the prompt a second time")
+  monkeypatch.setattr(specjax.drafters.base, "run_prefill", no_second_prefill)
+  prompts, lengths = np.array([[3, 4, 5, 6], [9, 8, 0, 0]]), np.array([4, 2])
+  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=options["gamma"], max_new_tokens=6)
+  np.testing.assert_array_equal(out.tokens, specjax.generate(target, prompts, lengths, max_new_tokens=6).tokens)
+  with pytest.raises(AssertionError, match="second time"):  # outside the loop the fallback is what runs
+    drafter.init(target, prompts, lengths, 12)
