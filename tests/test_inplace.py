@@ -42,16 +42,18 @@ def test_autoregressive_loop_has_no_full_cache_copy(target):
   assert profiling.full_cache_copies(hlo, shape) == []
 
 
-@pytest.mark.parametrize("tree", [None, "tree"])
+@pytest.mark.parametrize("tree", [None, "tree", "adaptive"])
 def test_speculative_loop_has_no_full_cache_copy(target, tree):
+  """Also with adaptive draft length: every branch of the verify-width switch writes the cache in place."""
   prompts, lengths = _prompts(target.vocab_size)
   drafter = specjax.drafters.DraftModel(testing.perturbed(target, 0.3))
-  if tree:
+  if tree == "tree":
     drafter = specjax.drafters.SpecInfer(testing.perturbed(target, 0.3), children=(2, 1, 1))
   max_len = P + N + 8
   hlo = decode._speculative.lower(target, drafter, jnp.asarray(prompts), jnp.asarray(lengths), jax.random.PRNGKey(0),
                                   gamma=GAMMA, max_new_tokens=N, sampling=specjax.Sampling(), eos_id=None, pad_id=0,
-                                  max_len=max_len, lenience=1.0).compile().as_text()
+                                  max_len=max_len, lenience=1.0,
+                                  adaptive=specjax.Adaptive() if tree == "adaptive" else None).compile().as_text()
   assert profiling.full_cache_copies(hlo, _cache_shape(target, max_len)) == []
 
 

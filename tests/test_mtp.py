@@ -102,15 +102,13 @@ def test_incompatible_target_is_a_clear_error(target):
 
 
 def test_truncated_head_loads_its_subset_from_config(target, tmp_path):
-  """A head folder with subset.npy (scripts/train_real_heads.py): from_config truncates; greedy stays exact;
+  """A head folder with subset.npy (scripts/train_real_heads.py): the mtp kind truncates; greedy stays exact;
   mtp_loss with the whole vocabulary as its 'subset' equals the untruncated loss."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
   drafter = make_mtp(target)
   subset = np.arange(0, V, 2, dtype=np.int32)
   folder = heads.save_head(drafter.head, tmp_path / "mtp")
   np.save(folder / "subset.npy", subset)
-  cfg = ml_collections.ConfigDict(dict(drafter={"checkpoint": str(folder)}, seed=0))
-  loaded = specjax.drafters.MTP.from_config(cfg, target)
+  loaded = specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": 3}, target)
   np.testing.assert_array_equal(loaded.subset_K, subset)
   prompts = stats_util.prompts(3, seed=2)
   out = specjax.speculative_generate(target, loaded, *prompts, gamma=3, max_new_tokens=MAX_NEW)

@@ -90,11 +90,13 @@ def test_check_rejects_stale_q_after_without_replacement_rejection(pair, monkeyp
 
 def test_deterministic_top_k_siblings_need_greedy_or_an_explicit_lossy_rule(pair):
   target, small = pair
-  with pytest.raises(ValueError, match="exact only for greedy"):
-    tree_counts(target, SpecInfer(small, children=CHILDREN, siblings="topk"), T1)
-  st = specjax.speculative_generate(target, SpecInfer(small, children=CHILDREN, siblings="topk_lossy"),
-                                    PROMPT, [PROMPT.shape[1]], gamma=2, max_new_tokens=4, sampling=T1).stats
-  assert st["lossy"] is True
+  for siblings in ("topk", "topk_lossy"):
+    with pytest.raises(ValueError, match="exact only for greedy"):
+      tree_counts(target, SpecInfer(small, children=CHILDREN, siblings=siblings), T1)
+    st = specjax.speculative_generate(target, SpecInfer(small, children=CHILDREN, siblings=siblings),
+                                      PROMPT, [PROMPT.shape[1]], gamma=2, max_new_tokens=4, sampling=T1,
+                                      allow_lossy=True).stats
+    assert st["lossy"] is True and "top-k" in st["lossy_reason"]
 
 
 def test_multi_round_unit_residual_and_exhausted_support():

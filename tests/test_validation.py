@@ -93,4 +93,4 @@ def test_cli_bad_config_key_and_unknown_drafter():
   proc = _run_cli("--config=configs/tiny_random.py", "--config.gama=3")
   assert proc.returncode != 0 and "gama" in proc.stderr
   proc = _run_cli("--config=configs/tiny_random.py", "--config.drafter_kind=hydra")
-  assert proc.returncode != 0 and "unknown drafter_kind 'hydra'" in proc.stderr
+  assert proc.returncode != 0 and "unknown drafter kind 'hydra'" in proc.stderr

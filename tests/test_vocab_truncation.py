@@ -214,7 +214,7 @@ def test_subset_helpers_and_errors(tmp_path):
   # a bundle round trip keeps the subset and takes the frozen embedding from the target
   draft_lm.save(small, np.array([1, 5, 7, 9]), tmp_path / "d")
   assert draft_lm.resolve(tmp_path / "d") == tmp_path / "d"
-  loaded = draft_lm.load_drafter(tmp_path / "d", target)
+  loaded = specjax.drafters.build("draft_model", {"checkpoint": str(tmp_path / "d")}, target)
   np.testing.assert_array_equal(loaded.subset_K, [1, 5, 7, 9])
   assert loaded.num_params == small.num_params - 16 * 32  # the target's embedding is not the drafter's
   from specjax import run as sj_run  # pylint: disable=import-outside-toplevel
