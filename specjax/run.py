@@ -180,7 +180,8 @@ def run(config, verbose: bool = True) -> dict:
     bar.update(1)
     adaptive = None
     if config.adaptive and tree is None:  # verify cost per draft from the measured v unless given
-      slope = config.verify_slope if config.verify_slope >= 0 else max(v - 1.0, 0.0) / config.gamma
+      # a noisy v (a loaded machine can measure v < 1) must not make drafting look free: floor 0.1
+      slope = config.verify_slope if config.verify_slope >= 0 else max((v - 1.0) / config.gamma, 0.1)
       adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=slope)
     spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=config.gamma,
                                                    lenience=config.lenience, adaptive=adaptive,
