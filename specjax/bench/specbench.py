@@ -1,0 +1,299 @@
+"""Spec-Bench-format suite: each drafter's speedup over autoregressive decoding, per category.
+
+  python -m specjax.bench specbench --target=smollm2-135m-instruct --drafters=ngram,draft_model:CKPT \\
+      --limit=3 --max_new_tokens=64 --json_out=out.json
+
+Reads any file in Spec-Bench's ``question.jsonl`` format (default: ours, built by
+:mod:`specjax.data.specbench_prompts`) and decodes each question's first turn (chat-templated when
+the tokenizer has a template) with the autoregressive baseline and with every drafter, in one
+process, timing the two alternately after an untimed compile-and-warm-up call
+(:func:`specjax.measure.paired_times`). MT-bench's eight categories in a Spec-Bench file are one
+group, ``mt_bench``, as on its leaderboard.
+
+As Spec-Bench computes them: a group's speedup is the mean of per-question speculative tokens/s
+over the mean of per-question baseline tokens/s, and its mean accepted tokens is per target call
+(``tokens_per_iteration``: drafts kept + the target's own token). alpha is weighted by the
+positions each question verified. Each question runs as its own batch-1 call unless
+``--batch_size`` > 1 (then questions of one group share a call, rows right-padded). Prompts are
+right-padded to a power-of-two width (at least ``--min_prompt_width``) so a suite compiles once per
+width, not once per question; the baseline and the drafter see the same padding and cache length.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+DEFAULT_TARGET = "smollm2-135m-instruct"
+MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+
+
+class InputError(ValueError):
+  """Bad input found while setting up (file, checkpoint, drafter spec, prompt): reported in one line."""
+
+
+def make_drafter(spec: str, target, tokenizer):
+  """``(drafter, gamma)`` for a command-line drafter spec: ``ngram`` or ``draft_model:<checkpoint>``."""
+  del tokenizer  # for drafters that need the target's vocabulary by text
+  import specjax  # pylint: disable=import-outside-toplevel
+  kind, _, arg = spec.partition(":")
+  if kind == "ngram" and not arg:
+    drafter, gamma = specjax.drafters.NGram(3), 4
+  elif kind == "draft_model" and arg:
+    drafter, gamma = specjax.drafters.DraftModel(specjax.load_pretrained(arg, verbose=False)[0]), 4
+  else:
+    raise ValueError(f"unknown drafter {spec!r}; expected 'ngram' or 'draft_model:<checkpoint>'")
+  drafter.check_compatible(target)
+  return drafter, gamma
+
+
+def group_of(category: str) -> str:
+  return "mt_bench" if category in MT_BENCH else category
+
+
+def bucket_width(length: int, min_width: int) -> int:
+  width = max(int(min_width), 1)
+  while width < length:
+    width *= 2
+  return width
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+  """One decoding call: questions of one group, right-padded rows + their lengths."""
+  group: str
+  question_ids: tuple
+  prompts_BxP: np.ndarray
+  lengths_B: np.ndarray
+
+
+def make_calls(records, rows, batch_size: int, min_width: int) -> list[Call]:
+  """Calls of up to ``batch_size`` questions, each from one group, in file order."""
+  by_group: dict[str, list] = {}
+  for record, ids in zip(records, rows):
+    by_group.setdefault(group_of(record["category"]), []).append((record["question_id"], ids))
+  calls = []
+  for group, items in by_group.items():
+    for start in range(0, len(items), batch_size):
+      chunk = items[start:start + batch_size]
+      lengths_B = np.array([len(ids) for _, ids in chunk], np.int32)
+      if lengths_B.min() < 1:
+        raise ValueError(f"question {chunk[int(lengths_B.argmin())][0]} encodes to no tokens")
+      prompts_BxP = np.zeros((len(chunk), bucket_width(int(lengths_B.max()), min_width)), np.int32)
+      for r, (_, ids) in enumerate(chunk):
+        prompts_BxP[r, :len(ids)] = ids
+      calls.append(Call(group, tuple(q for q, _ in chunk), prompts_BxP, lengths_B))
+  return calls
+
+
+def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int, sampling, eos_id, seed: int,
+                 repeats: int) -> dict:
+  """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import specjax  # pylint: disable=import-outside-toplevel
+  tree = getattr(drafter, "tree", None)  # token trees verify every node; a chain gamma + 1 tokens
+  extra = tree.num_nodes if tree is not None else gamma + 1
+  common = dict(max_new_tokens=max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(seed), eos_id=eos_id,
+                max_len=call.prompts_BxP.shape[1] + max_new_tokens + extra)
+  base_fn = lambda: specjax.generate(target, call.prompts_BxP, call.lengths_B, **common)
+  spec_fn = lambda: specjax.speculative_generate(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma,
+                                                 **common)
+  base, spec, t_base, t_spec = specjax.measure.paired_times(base_fn, spec_fn, repeats)
+  st = spec.stats
+  accepted = np.asarray(st["accepted_per_position"], np.float64)
+  return {
+      "group": call.group,
+      "question_ids": list(call.question_ids),
+      "prompt_tokens": call.lengths_B.tolist(),
+      "tokens": int(np.sum(spec.lengths)),
+      "baseline_tokens": int(np.sum(base.lengths)),
+      "seconds": t_spec,
+      "baseline_seconds": t_base,
+      "target_calls": int(st["target_calls"]),
+      "baseline_target_calls": int(base.stats["target_calls"]),
+      "row_iterations": int(st["row_iterations"]),
+      "accepted": float(accepted.sum()),
+      # positions verified: every row-iteration checks its first draft, and draft i+1 when i was kept
+      "verified": float(st["row_iterations"] + accepted[:-1].sum()),
+      "alpha": float(st["alpha"]),
+      "tokens_per_iteration": float(st["tokens_per_iteration"]),
+      "lossy": bool(st["lossy"]),
+      "identical": bool(np.array_equal(spec.lengths, base.lengths) and np.array_equal(spec.tokens, base.tokens)),
+  }
+
+
+def aggregate(measurements: list[dict], greedy: bool) -> dict:
+  """One group's (or all groups') numbers, Spec-Bench style: speedup = mean spec speed / mean base speed."""
+  speed = float(np.mean([m["tokens"] / m["seconds"] for m in measurements]))
+  base_speed = float(np.mean([m["baseline_tokens"] / m["baseline_seconds"] for m in measurements]))
+  row_iters = max(sum(m["row_iterations"] for m in measurements), 1)
+  accepted = sum(m["accepted"] for m in measurements)
+  verified = sum(m["verified"] for m in measurements)
+  return {
+      "num_questions": sum(len(m["question_ids"]) for m in measurements),
+      "speedup": round(speed / base_speed, 4),
+      "tokens_per_iteration": round(1.0 + accepted / row_iters, 4),  # Spec-Bench's mean accepted tokens
+      "mean_accepted": round(accepted / row_iters, 4),                # drafts kept per target call
+      "tokens_per_s": round(speed, 3),
+      "baseline_tokens_per_s": round(base_speed, 3),
+      "alpha": round(sum(m["alpha"] * m["verified"] for m in measurements) / max(verified, 1.0), 4),
+      "identical_to_autoregressive": all(m["identical"] for m in measurements) if greedy else None,
+      "lossy": any(m["lossy"] for m in measurements),
+      "generated_tokens": sum(m["tokens"] for m in measurements),
+      "baseline_generated_tokens": sum(m["baseline_tokens"] for m in measurements),
+      "target_calls": sum(m["target_calls"] for m in measurements),
+      "baseline_target_calls": sum(m["baseline_target_calls"] for m in measurements),
+      "seconds": round(sum(m["seconds"] for m in measurements), 4),
+      "baseline_seconds": round(sum(m["baseline_seconds"] for m in measurements), 4),
+  }
+
+
+def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int = 64, temperature: float = 0.0,
+              batch_size: int = 1, chat: bool | None = None, repeats: int = 1, seed: int = 0,
+              min_prompt_width: int = 64, progress: bool = True) -> dict:
+  """Every drafter against the baseline on ``records``' first turns; the JSON-ready result."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
+  from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+  if chat is None:
+    chat = bool(getattr(tokenizer, "chat_template", None))
+  try:  # every input error surfaces here, before any compile
+    drafters = {spec: make_drafter(spec, target, tokenizer) for spec in drafter_specs}
+    rows = [prompts_lib.encode(tokenizer, r["turns"][0], chat) for r in records]
+    calls = make_calls(records, rows, batch_size, min_prompt_width)
+  except (ValueError, FileNotFoundError) as e:
+    raise InputError(str(e)) from e
+  sampling = specjax.Sampling(temperature, 0, 1.0)
+  eos_id = tokenizer.eos_id
+  per_drafter: dict[str, list] = {spec: [] for spec in drafters}
+  for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
+    for spec, (drafter, gamma) in drafters.items():
+      m = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
+                       eos_id=eos_id, seed=seed, repeats=repeats)
+      per_drafter[spec].append({"drafter": spec, **m})
+  groups = list(dict.fromkeys(c.group for c in calls))
+  results = {}
+  for spec, ms in per_drafter.items():
+    results[spec] = {
+        "gamma": drafters[spec][1],
+        "drafter_params": int(drafters[spec][0].num_params),
+        "categories": {g: aggregate([m for m in ms if m["group"] == g], sampling.greedy) for g in groups},
+        "overall": aggregate(ms, sampling.greedy),
+    }
+  return {
+      "config": {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size,
+                 "chat": chat, "repeats": repeats, "seed": seed, "eos_id": eos_id,
+                 "min_prompt_width": min_prompt_width, "num_questions": len(records), "num_calls": len(calls),
+                 "drafters": {spec: g for spec, (_, g) in drafters.items()},
+                 "target_params": int(target.num_params)},
+      "categories": groups,
+      "drafters": results,
+      "calls": [m for ms in per_drafter.values() for m in ms],
+  }
+
+
+def format_table(result: dict) -> str:
+  """Spec-Bench's leaderboard columns: speedup per category, overall, mean accepted tokens, tokens/s."""
+  groups = result["categories"]
+  head = ["drafter", *groups, "overall", "accepted/call", "tok/s", "AR tok/s"]
+  body = []
+  for spec, r in result["drafters"].items():
+    body.append([f"{spec} (γ={r['gamma']})", *(f"{r['categories'][g]['speedup']:.2f}x" for g in groups),
+                 f"{r['overall']['speedup']:.2f}x", f"{r['overall']['tokens_per_iteration']:.2f}",
+                 f"{r['overall']['tokens_per_s']:.1f}", f"{r['overall']['baseline_tokens_per_s']:.1f}"])
+  widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+  fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+  lines = [fmt(head), "  ".join("-" * w for w in widths), *map(fmt, body)]
+  for spec, r in result["drafters"].items():
+    same = r["overall"]["identical_to_autoregressive"]
+    lines.append(f"{spec}: alpha {r['overall']['alpha']:.3f}, accepted/call per category "
+                 + ", ".join(f"{g} {r['categories'][g]['tokens_per_iteration']:.2f}" for g in groups)
+                 + ("" if same is None else f"; identical to greedy autoregressive: {'yes' if same else 'NO'}"))
+  return "\n".join(lines)
+
+
+def limit_per_category(records, limit: int) -> list[dict]:
+  if not limit:
+    return list(records)
+  from specjax.data import specbench_prompts  # pylint: disable=import-outside-toplevel
+  return specbench_prompts.head(records, limit)
+
+
+def _flags():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from specjax.data import specbench_prompts  # pylint: disable=import-outside-toplevel
+  fv = flags.FlagValues()
+  flags.DEFINE_string("questions", str(specbench_prompts.SHIPPED), "a Spec-Bench-format question.jsonl",
+                      flag_values=fv)
+  flags.DEFINE_string("target", DEFAULT_TARGET, "anything specjax.load_pretrained takes", flag_values=fv)
+  flags.DEFINE_list("drafters", ["ngram"], "comma-separated: ngram, draft_model:<checkpoint>", flag_values=fv)
+  flags.DEFINE_integer("limit", 0, "questions per category (0: all)", flag_values=fv)
+  flags.DEFINE_integer("max_new_tokens", 128, "tokens generated per question (fewer at EOS)", flag_values=fv)
+  flags.DEFINE_float("temperature", 0.0, "0: greedy", flag_values=fv)
+  flags.DEFINE_integer("batch_size", 1, "questions of one category per call", flag_values=fv)
+  flags.DEFINE_boolean("chat", None, "apply the chat template (default: when the tokenizer has one)",
+                       flag_values=fv)
+  flags.DEFINE_integer("repeats", 1, "timed runs of each side per question, after the warm-up", flag_values=fv)
+  flags.DEFINE_integer("seed", 0, "sampling seed (temperature > 0)", flag_values=fv)
+  flags.DEFINE_integer("min_prompt_width", 64, "prompts are padded to a power-of-two width >= this",
+                       flag_values=fv)
+  flags.DEFINE_string("json_out", "", "write the result here", flag_values=fv)
+  return fv
+
+
+def _check(fv) -> None:
+  for name, low in (("limit", 0), ("max_new_tokens", 1), ("batch_size", 1), ("repeats", 1), ("min_prompt_width", 1)):
+    if getattr(fv, name) < low:
+      raise ValueError(f"--{name} must be >= {low}, got {getattr(fv, name)}")
+  if fv.temperature < 0:
+    raise ValueError(f"--temperature must be >= 0, got {fv.temperature}")
+  if not fv.drafters:
+    raise ValueError("--drafters is empty; give at least one (ngram, draft_model:<checkpoint>)")
+
+
+def main(argv) -> int:
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  fv = _flags()
+  if any(a in ("-h", "--help", "--helpfull") for a in argv[1:]):
+    print(__doc__.strip() + "\n\nflags:\n" + fv.get_help())
+    return 0
+  try:
+    rest = fv(list(argv))
+    if len(rest) > 1:
+      raise ValueError(f"unexpected arguments: {rest[1:]}")
+    _check(fv)
+  except (flags.Error, ValueError) as e:
+    print(f"specbench: {e}", file=sys.stderr)
+    return 2
+  import jax  # pylint: disable=import-outside-toplevel
+  import specjax  # pylint: disable=import-outside-toplevel
+  from specjax.data import specbench_prompts  # pylint: disable=import-outside-toplevel
+  try:
+    try:
+      records = limit_per_category(specbench_prompts.read(fv.questions), fv.limit)
+      target, tokenizer = specjax.load_pretrained(fv.target)
+    except (ValueError, FileNotFoundError) as e:
+      raise InputError(str(e)) from e
+    result = benchmark(records, target, tokenizer, fv.drafters, max_new_tokens=fv.max_new_tokens,
+                       temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
+                       seed=fv.seed, min_prompt_width=fv.min_prompt_width)
+  except InputError as e:
+    print(f"specbench: {e}", file=sys.stderr)
+    return 2
+  device = jax.devices()[0]
+  result["config"].update(questions=str(fv.questions), target=fv.target, limit=fv.limit,
+                          questions_sha256=hashlib.sha256(pathlib.Path(fv.questions).read_bytes()).hexdigest(),
+                          platform=device.platform, device=device.device_kind, device_count=jax.device_count())
+  c = result["config"]
+  print(f"target {fv.target} on {c['device_count']}x {c['device']} | {c['num_questions']} questions | "
+        f"max_new_tokens {c['max_new_tokens']} | temperature {c['temperature']} | batch {c['batch_size']} | "
+        f"chat {c['chat']}")
+  print(format_table(result))
+  if fv.json_out:
+    pathlib.Path(fv.json_out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {fv.json_out}")
+  return 0
