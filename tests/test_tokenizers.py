@@ -40,7 +40,7 @@ def _gguf(name):
 @pytest.fixture(scope="module", params=MODELS)
 def pair(request, tmp_path_factory):
   """(name, HFTokenizer.from_gguf, transformers AutoTokenizer, folder the HFTokenizer was saved to)."""
-  pytest.importorskip("transformers", reason="the GGUF conversion needs transformers")
+  pytest.importorskip("transformers", reason="the reference tokenizer needs transformers")
   from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
   path = _gguf(request.param)
   t0 = time.perf_counter()
@@ -231,8 +231,8 @@ def test_corrupt_specjax_file(smollm, tmp_path):
 
 def test_missing_packages_name_pip(monkeypatch, tmp_path):
   src = _gguf("smollm2-135m-instruct")
-  monkeypatch.setitem(sys.modules, "transformers", None)      # `import transformers` -> ImportError
-  with pytest.raises(ImportError, match="pip install transformers"):
+  monkeypatch.setitem(sys.modules, "gguf", None)      # `import gguf` -> ImportError
+  with pytest.raises(ImportError, match="pip install gguf"):
     HFTokenizer.from_gguf(src)
   monkeypatch.setitem(sys.modules, "tokenizers", None)
   folder = tmp_path / "f"

@@ -1,15 +1,15 @@
 """A checkpoint's own tokenizer, through maintained libraries: `tokenizers` (or `sentencepiece`).
 
-    tok = HFTokenizer.from_gguf(path)        # transformers converts the GGUF's tokenizer, once
+    tok = HFTokenizer.from_gguf(path)        # built from the GGUF's tokenizer metadata (gguf + tokenizers)
     tok.save("cache/smollm2")                # tokenizer.json + specjax_tokenizer.json
     tok = HFTokenizer.from_folder("cache/smollm2")   # needs only `tokenizers`: fast
     ids = tok.encode("def f(x):")            # BOS prepended when the model expects it (tok.add_bos)
     prompt = tok.apply_chat_template([{"role": "user", "content": "Hi"}])   # jinja2, as transformers
 
-Nothing here tokenizes by hand. `from_gguf` hands the GGUF metadata to transformers'
-`get_gguf_tokenizer` / `convert_gguf_tokenizer` (the same code `AutoTokenizer.from_pretrained(...,
-gguf_file=...)` runs) and keeps the `tokenizers.Tokenizer` it builds. After that, encoding and
-decoding need only `tokenizers`, and chat templates only `jinja2`.
+Nothing here tokenizes by hand. `from_gguf` reads the file's vocabulary, merges, token types and
+special ids with `gguf` and builds the `tokenizers.Tokenizer` they describe
+(`specjax.data.gguf_tokenizer`: the tokenizer transformers' GGUF conversion builds, without
+transformers). Encoding and decoding need only `tokenizers`, chat templates only `jinja2`.
 
 Stop tokens (`eos_ids`): the EOS id first, then what the source says ends a generation: an HF
 folder's `generation_config.json` `eos_token_id`; for a GGUF, llama.cpp's end-of-generation rule
@@ -29,12 +29,6 @@ from specjax.checkpoint import CheckpointError
 SPECJAX_FILE = "specjax_tokenizer.json"
 FORMAT_VERSION = 1
 _SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
-
-# llama.cpp (src/llama-vocab.cpp) marks these token texts as end-of-generation, whatever the file says
-_LLAMA_CPP_EOG_TEXTS = frozenset({
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-})
 
 
 def _require(module: str, pip_name: str, what: str):
@@ -135,44 +129,11 @@ class HFTokenizer:
 
   @classmethod
   def from_gguf(cls, path) -> "HFTokenizer":
-    """Converts the tokenizer a GGUF file describes with transformers (needs `transformers` once;
+    """Builds the tokenizer a GGUF file describes from its metadata (needs `gguf` and `tokenizers`;
     save() the result to load it later with `tokenizers` alone)."""
-    path = pathlib.Path(path)
-    if not path.is_file():
-      raise CheckpointError(f"GGUF file not found: {path}")
+    from specjax.data import gguf_tokenizer  # pylint: disable=import-outside-toplevel
     _tokenizers()
-    _require("transformers", "transformers", "HFTokenizer.from_gguf (the GGUF tokenizer conversion)")
-    from transformers.integrations.gguf import (  # pylint: disable=import-outside-toplevel
-        convert_gguf_tokenizer, get_gguf_tokenizer, read_gguf_metadata)
-    try:
-      architecture, tok_dict, tok_config = get_gguf_tokenizer(str(path))
-      metadata, _ = read_gguf_metadata(str(path), ())
-    except Exception as e:  # corrupt/truncated files raise struct, Value, Key, Index errors
-      raise CheckpointError(f"cannot read the tokenizer metadata of GGUF file {path}: {e}") from e
-    if "tokens" not in tok_dict:
-      raise CheckpointError(f"GGUF file {path} has no tokenizer (no tokenizer.ggml.tokens)")
-    try:
-      backend, _ = convert_gguf_tokenizer(architecture, tok_dict)
-    except Exception as e:
-      raise CheckpointError(f"transformers cannot convert the tokenizer of GGUF file {path}: {e}") from e
-
-    tokens = tok_dict["tokens"]
-    bos_id = _opt_int(tok_dict.get("bos_token_id"))
-    eos_id = _opt_int(tok_dict.get("eos_token_id"))
-    if bos_id is None or eos_id is None:
-      raise CheckpointError(f"GGUF file {path} gives no bos/eos token id")
-    pad_id = _opt_int(tok_dict.get("pad_token_id"))
-    eog = [eos_id]
-    for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
-      if metadata.get(key) is not None:
-        eog.append(int(metadata[key]))
-    eog += [i for i, t in enumerate(tokens) if t in _LLAMA_CPP_EOG_TEXTS]
-    specials = {name: tok_config[name] for name in _SPECIAL_NAMES if tok_config.get(name) is not None}
-    return cls(backend=backend, bos_id=bos_id, eos_id=eos_id, pad_id=eos_id if pad_id is None else pad_id,
-               eos_ids=_unique(eog), add_bos=bool(tok_config.get("add_bos_token", False)),
-               add_eos=bool(tok_config.get("add_eos_token", False)),
-               chat_template=tok_config.get("chat_template") or None, special_tokens=specials,
-               unk_id=_opt_int(tok_dict.get("unk_token_id")))
+    return cls(**gguf_tokenizer.load(path))
 
   @classmethod
   def from_folder(cls, folder) -> "HFTokenizer":
@@ -321,10 +282,6 @@ def _chat_template(config: dict, folder: pathlib.Path) -> str | None:
     named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
     template = named.get("default")
   return template if isinstance(template, str) else None
-
-
-def _opt_int(value):
-  return None if value is None else int(value)
 
 
 def _unique(ids) -> tuple[int, ...]:
