@@ -1,13 +1,16 @@
 """GGUF files (llama.cpp's format) -> specjax models, through the maintained ``gguf`` reader.
 
-``from_gguf(path)`` reads the metadata into an HF-style config dict, dequantizes every tensor to
-float32 with ``gguf.quants.dequantize``, renames them to transformers' names and hands both to
-:func:`specjax.hf_import.from_config`, so the GGUF and HF paths share one mapping per family.
+``from_gguf(path)`` reads the metadata into an HF-style config dict, names every tensor as
+transformers does and hands both to :func:`specjax.hf_import.from_config`, so the GGUF and HF paths
+share one mapping per family. Tensors are dequantized to float32 (``gguf.quants.dequantize``) one
+at a time, as the importer takes them: a 1.5B model is 7 GB in float32.
 
 llama.cpp's quirks, undone here (as transformers' GGUF loader does):
 * Llama-architecture Q/K rows are permuted for llama.cpp's interleaved RoPE; specjax uses
   rotate-half, so rows go back: ``w.reshape(heads, d / heads / 2, 2, in).swapaxes(1, 2)``.
 * Gemma's norm weights hold ``1 + w``; specjax's Gemma RMSNorm (``norm_offset=1``) wants ``w``.
+* Qwen2's Q/K rows are stored as HF has them (its converter permutes only Llama); its q/k/v biases
+  map to the HF names through the same ``blk.N.attn_q.bias`` pattern.
 * Gemma 3's file has no local RoPE theta or sliding pattern: transformers' defaults (10k, every
   sixth layer global) are the released models' values.
 """
@@ -126,26 +129,35 @@ def _unpermute(w_OxI, heads: int):
   return w_OxI.reshape(heads, out // heads // 2, 2, *w_OxI.shape[1:]).swapaxes(1, 2).reshape(w_OxI.shape)
 
 
-def dequantized_tensors(reader, cfg: dict, arch: str, path) -> dict:
-  """``{HF name: float32 array in HF's [out, in] layout}`` for every tensor of the file."""
+def gguf_weights(reader, cfg: dict, arch: str, path):
+  """The file's tensors as lazy :class:`~specjax.hf_import.weights.Weights`: HF names and ``[out, in]``
+  shapes up front (an unknown tensor fails before any work), each dequantized to float32 only when
+  the importer takes it, so a whole float32 copy of the model is never held twice here."""
+  from specjax.hf_import import weights as hf_weights  # pylint: disable=import-outside-toplevel
   gguf = _gguf()
-  out = {}
-  for t in reader.tensors:
+  by_name = {_hf_name(t.name, arch, path): t for t in reader.tensors}
+
+  def read(name):
+    t = by_name[name]
     qtype = gguf.GGMLQuantizationType(t.tensor_type)
     try:
       w = gguf.quants.dequantize(t.data, qtype)
     except NotImplementedError as e:
       raise CheckpointError(f"{path}: tensor {t.name!r} has type {qtype.name}, which the gguf package "
                             f"cannot dequantize") from e
-    w = np.asarray(w, np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
-    name = _hf_name(t.name, arch, path)
+    w = np.asarray(w, np.float32).reshape(_hf_shape(t))
     if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
       heads = cfg["num_attention_heads"] if "q_proj" in name else cfg["num_key_value_heads"]
       w = _unpermute(w, heads)
     if arch == "gemma3" and name.endswith("norm.weight"):
       w = w - 1.0
-    out[name] = w
-  return out
+    return w
+
+  return hf_weights.Weights({n: _hf_shape(t) for n, t in by_name.items()}, read, {n: str(path) for n in by_name})
+
+
+def _hf_shape(t) -> tuple:
+  return tuple(int(n) for n in reversed(t.shape))  # GGUF lists dimensions innermost first
 
 
 def from_gguf(path, **config_overrides) -> Model:
@@ -155,7 +167,5 @@ def from_gguf(path, **config_overrides) -> Model:
   reader = open_reader(path)
   meta = metadata(reader)
   cfg = hf_config(meta, {t.name: tuple(int(n) for n in t.shape) for t in reader.tensors}, path)
-  arch = meta["general.architecture"]
-  tensors = dequantized_tensors(reader, cfg, arch, path)
-  return hf_import.from_config(cfg, hf_import.array_weights(tensors, str(path)), path, str(path),
-                               **config_overrides)
+  weights = gguf_weights(reader, cfg, meta["general.architecture"], path)
+  return hf_import.from_config(cfg, weights, path, str(path), **config_overrides)

