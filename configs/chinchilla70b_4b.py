@@ -31,6 +31,8 @@ this pair); the dry run prints the alpha that reproduces Chen's 2.01x (greedy XS
 """
 import ml_collections
 
+from specjax.experiment import drafter_section
+
 PAPER = {
     "source": "Chen et al. 2023, arXiv 2302.01318, Table 1 (Chinchilla 70B, 16 TPU v4, batch 1, K=4)",
     "baseline_ms_per_token": 14.1,
@@ -55,8 +57,8 @@ def get_config(arg: str | None = None):
   if arg in (None, "", "tpu"):
     c.target = _decoder(vocab_size=32000, d_model=8192, num_layers=80, num_heads=64, num_kv_heads=64,
                         head_dim=128, mlp_dim=21888)
-    c.drafter = _decoder(vocab_size=32000, d_model=6144, num_layers=8, num_heads=48, num_kv_heads=48,
-                         head_dim=128, mlp_dim=16384)
+    c.drafter = drafter_section("draft_model", gamma=4, model=_decoder(
+        vocab_size=32000, d_model=6144, num_layers=8, num_heads=48, num_kv_heads=48, head_dim=128, mlp_dim=16384))
     c.mesh = "1x16"
     c.batch_size, c.prompt_len, c.max_new_tokens = 1, 128, 128
   elif arg == "cpu":
@@ -64,15 +66,13 @@ def get_config(arg: str | None = None):
     # SwiGLU at ~8/3 d_model. One device; float32 compute (bf16 matmuls are slow on CPU).
     c.target = _decoder(vocab_size=512, d_model=256, num_layers=20, num_heads=8, num_kv_heads=8, head_dim=32,
                         mlp_dim=688)
-    c.drafter = _decoder(vocab_size=512, d_model=192, num_layers=2, num_heads=6, num_kv_heads=6, head_dim=32,
-                         mlp_dim=512)
-    c.target.dtype = c.drafter.dtype = "float32"
+    c.drafter = drafter_section("draft_model", gamma=4, model=_decoder(
+        vocab_size=512, d_model=192, num_layers=2, num_heads=6, num_kv_heads=6, head_dim=32, mlp_dim=512))
+    c.target.dtype = c.drafter.model.dtype = "float32"
     c.mesh = "1x1"
     c.batch_size, c.prompt_len, c.max_new_tokens = 1, 32, 64
   else:
     raise ValueError(f"unknown config argument {arg!r}; use '' (TPU-sized) or 'cpu'")
-  c.drafter_kind = "draft_model"
-  c.gamma = 4
   c.hardware = "tpu_v4"
   c.alpha = 0.75  # Leviathan's EnDe alpha; Chen reports speedups only (see the docstring)
   c.temperature = 0.0

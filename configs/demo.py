@@ -1,8 +1,8 @@
 """The default run: the demo pair trained on the Python stdlib (specjax/assets/demo), greedy, gamma 7.
 
   python -m specjax.run                                   # this config
-  python -m specjax.run --config=configs/demo.py --config.gamma=5 --config.temperature=1.0
-  python -m specjax.run --config=configs/demo.py --config.drafter_kind=ngram
+  python -m specjax.run --config=configs/demo.py --config.drafter.gamma=5 --config.temperature=1.0
+  python -m specjax.run --config=configs/demo.py --config.drafter.kind=ngram
 
 Prints generated Python code, the statistics, autoregressive and speculative tokens/s measured in
 the same run, and the walltime formula's prediction. If the demo weights are missing it runs a
@@ -10,15 +10,14 @@ tiny random pair instead and says so.
 """
 import ml_collections
 
+from specjax.experiment import drafter_section
+
 
 def get_config(arg: str | None = None):
   del arg
   c = ml_collections.ConfigDict()
   c.target = ml_collections.ConfigDict({"checkpoint": "demo/target"})
-  c.drafter = ml_collections.ConfigDict({"checkpoint": "demo/drafter"})
-  c.drafter_kind = "draft_model"  # draft_model | ngram
-  c.ngram_n = 3
-  c.gamma = 7
+  c.drafter = drafter_section("draft_model", checkpoint="demo/drafter", gamma=7)  # kinds: specjax.drafters.kinds()
   c.batch_size = 1
   c.prompt_len = 96
   c.max_new_tokens = 192

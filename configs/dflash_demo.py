@@ -9,13 +9,12 @@ target layers as extra keys/values. Other gammas run exactly but were not traine
 notes it). Without the trained drafter a random one runs (exact, rarely accepted); without the demo
 target a tiny random pair runs instead, and the run says so. c is measured (one drafting pass / gamma).
 """
-import ml_collections
 
 from specjax.config_util import sibling_config
+from specjax.experiment import drafter_section
 
 
 def get_config(arg: str | None = None):
   c = sibling_config(__file__, "demo", arg)  # every key not set here is demo.py's
-  c.drafter = ml_collections.ConfigDict({"checkpoint": "demo/dflash"})
-  c.drafter_kind = "dflash"
+  c.drafter = drafter_section("dflash", checkpoint="demo/dflash", gamma=7)
   return c

@@ -9,9 +9,9 @@ The head (specjax/assets/demo/eagle, trained by scripts/train_eagle.py with EAGL
 test on the frozen target) reads the target's layers (0, 2, 5) and feeds back its own hidden state,
 so any gamma works. Without the trained head a random one runs (exact, rarely accepted).
 """
-import ml_collections
 
 from specjax.config_util import sibling_config
+from specjax.experiment import drafter_section
 
 
 def get_config(arg: str | None = None):
@@ -19,11 +19,7 @@ def get_config(arg: str | None = None):
   if shape not in ("chain", "static", "dynamic"):
     raise ValueError(f"unknown eagle_demo argument {arg!r}; use chain, static or dynamic")
   c = sibling_config(__file__, "demo", None)  # every key not set here is demo.py's
-  c.drafter = ml_collections.ConfigDict({"checkpoint": "demo/eagle"})
-  c.drafter_kind = "eagle"
-  c.gamma = 5
-  c.eagle_tree = shape
-  c.eagle_paths = ""        # static: "" = specjax.drafters.eagle.default_static_paths(gamma)
-  c.eagle_top_k = 4         # dynamic: children per expanded node, expanded nodes per level
-  c.eagle_total_tokens = 11  # dynamic: draft nodes verified per row (the static tree's count)
+  # paths (static): "" = specjax.drafters.eagle.default_static_paths(gamma); top_k (dynamic): children per
+  # expanded node and expanded nodes per level; total_tokens (dynamic): draft nodes verified per row
+  c.drafter = drafter_section("eagle", checkpoint="demo/eagle", tree=shape, gamma=5, top_k=4, total_tokens=11)
   return c

@@ -10,13 +10,18 @@ Sliding-window layers (512) and global layers (every sixth) with their own RoPE 
 (specjax/assets/gemma3/medusa, a 4,096-token truncated vocabulary; scripts/train_real_heads.py
 --target=gemma3-270m --family=medusa):
 
-  python -m specjax.run --config=configs/gemma3_270m.py --config.drafter_kind=medusa --config.gamma=3
+  python -m specjax.run --config=configs/gemma3_270m.py:medusa
 """
 from specjax.config_util import sibling_config
+from specjax.experiment import drafter_section
 
 
 def get_config(arg: str | None = None):
-  c = sibling_config(__file__, "smollm2_135m", arg)  # the same run, another real target
+  kind = arg or "ngram"
+  if kind not in ("ngram", "medusa"):
+    raise ValueError(f"unknown argument {arg!r}; expected 'ngram' or 'medusa'")
+  c = sibling_config(__file__, "smollm2_135m", "ngram")  # the same run, another real target
   c.target = {"checkpoint": "gemma3-270m"}
-  c.medusa_heads = "gemma3/medusa"
+  if kind == "medusa":
+    c.drafter = drafter_section("medusa", checkpoint="gemma3/medusa", tree="chain3+1x2", gamma=3)
   return c

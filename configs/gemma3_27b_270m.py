@@ -17,6 +17,8 @@ is replicated while their MLP and 262k-row embedding split (the dry run prints t
 """
 import ml_collections
 
+from specjax.experiment import drafter_section
+
 
 def _gemma3(num_layers, d_model, num_heads, num_kv_heads, head_dim, mlp_dim, window, query_pre_attn_scalar):
   windows = tuple(0 if (i + 1) % 6 == 0 else window for i in range(num_layers))
@@ -32,18 +34,16 @@ def get_config(arg: str | None = None):
   c = ml_collections.ConfigDict()
   c.target = _gemma3(62, 5376, 32, 16, 128, 21504, 1024, 168)
   if arg in (None, "", "270m"):
-    c.drafter = _gemma3(18, 640, 4, 1, 256, 2048, 512, 256)
+    c.drafter = drafter_section("draft_model", gamma=4, model=_gemma3(18, 640, 4, 1, 256, 2048, 512, 256))
     c.name = "Gemma 3 27B / Gemma 3 270M on 8 TPU v5e"
   elif arg == "1b":
-    c.drafter = _gemma3(26, 1152, 4, 1, 256, 6912, 512, 256)
+    c.drafter = drafter_section("draft_model", gamma=4, model=_gemma3(26, 1152, 4, 1, 256, 6912, 512, 256))
     c.name = "Gemma 3 27B / Gemma 3 1B on 8 TPU v5e"
   else:
     raise ValueError(f"unknown config argument {arg!r}; use '' / '270m' or '1b'")
-  c.drafter_kind = "draft_model"
   c.mesh = "1x8"
   c.hardware = "tpu_v5e"
   c.batch_size, c.prompt_len, c.max_new_tokens = 1, 1024, 256
-  c.gamma = 4
   c.alpha = 0.7  # an assumption: no published alpha for this pair
   c.temperature = 0.0
   c.latency = ml_collections.ConfigDict(dict(step_overhead_us=STEP_OVERHEAD_US, note=(

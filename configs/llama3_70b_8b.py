@@ -20,6 +20,8 @@ prints the speedup the walltime formula gives at that alpha.
 """
 import ml_collections
 
+from specjax.experiment import drafter_section
+
 
 def _decoder(**kw):
   return ml_collections.ConfigDict(dict(family="decoder", tie_embeddings=False, dtype="bfloat16",
@@ -31,16 +33,16 @@ def get_config(arg: str | None = None):
   c.name = "Llama-3-70B / " + ("wide-shallow 4.5B" if arg == "wide" else "Llama-3-8B") + " on 16 TPU v5e"
   c.target = _decoder(d_model=8192, num_layers=80, num_heads=64, num_kv_heads=8, mlp_dim=28672)
   if arg in (None, "", "8b"):
-    c.drafter = _decoder(d_model=4096, num_layers=32, num_heads=32, num_kv_heads=8, mlp_dim=14336)
+    c.drafter = drafter_section("draft_model", gamma=4, model=_decoder(
+        d_model=4096, num_layers=32, num_heads=32, num_kv_heads=8, mlp_dim=14336))
   elif arg == "wide":
-    c.drafter = _decoder(d_model=6144, num_layers=8, num_heads=48, num_kv_heads=8, mlp_dim=16384)
+    c.drafter = drafter_section("draft_model", gamma=4, model=_decoder(
+        d_model=6144, num_layers=8, num_heads=48, num_kv_heads=8, mlp_dim=16384))
   else:
     raise ValueError(f"unknown config argument {arg!r}; use '' / '8b' or 'wide'")
-  c.drafter_kind = "draft_model"
   c.mesh = "1x16"
   c.hardware = "tpu_v5e"
   c.batch_size, c.prompt_len, c.max_new_tokens = 1, 1024, 256
-  c.gamma = 4
   c.alpha = 0.75
   c.temperature = 0.0
   # per-step overhead carried from the Chinchilla calibration (Chen et al.'s drafter, 16 TPU v4):

@@ -12,37 +12,38 @@ the fastest here (README "Drafters trained for SmolLM2"). The trained drafters s
 target under specjax/assets/smollm2, each with a truncated vocabulary (subset.npy) and its
 training.json (scripts/train_real_drafter.py, scripts/train_real_heads.py):
 
-  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=draft_model \
-      --config.drafter.checkpoint=smollm2/draft_lm --config.gamma=3          # distilled 2-layer model
-  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=specinfer \
-      --config.drafter.checkpoint=smollm2/draft_lm --config.gamma=4          # its token tree
-  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=mtp \
-      --config.drafter.checkpoint=smollm2/mtp --config.gamma=3               # shared MTP head
-  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=medusa --config.gamma=3
+  python -m specjax.run --config=configs/smollm2_135m.py:draft_model   # distilled 2-layer model
+  python -m specjax.run --config=configs/smollm2_135m.py:specinfer     # its token tree
+  python -m specjax.run --config=configs/smollm2_135m.py:mtp           # shared MTP head
+  python -m specjax.run --config=configs/smollm2_135m.py:medusa        # Medusa heads, a sparse tree
 
 A DFlash block drafter (7.5 MB, not shipped: the weakest here) is 17 minutes away once
 scripts/make_real_data.py has run:
 
   python scripts/train_real_heads.py --family=dflash --steps=1600 --out=runs/smollm2_dflash/head
-  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=dflash \
-      --config.drafter.checkpoint=runs/smollm2_dflash/head --config.gamma=3
+  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter.kind=dflash \
+      --config.drafter.checkpoint=runs/smollm2_dflash/head --config.drafter.gamma=3
 """
 from specjax.config_util import sibling_config
+from specjax.experiment import drafter_section
+
+# ":kind" arguments: the drafters shipped for this target (specjax/assets/smollm2)
+DRAFTERS = {
+    "ngram": dict(gamma=4),
+    "specinfer": dict(checkpoint="smollm2/draft_lm", paths="chain4+1x2", gamma=4),  # lossless at T > 0
+    "medusa": dict(checkpoint="smollm2/medusa", tree="chain3+1x2", gamma=3),        # each head's top-1 + one branch
+    "mtp": dict(checkpoint="smollm2/mtp", gamma=3),
+    "draft_model": dict(checkpoint="smollm2/draft_lm", gamma=3),
+}
 
 
 def get_config(arg: str | None = None):
-  c = sibling_config(__file__, "demo", arg)
+  kind = arg or "ngram"
+  if kind not in DRAFTERS:
+    raise ValueError(f"unknown argument {arg!r}; expected one of {sorted(DRAFTERS)}")
+  c = sibling_config(__file__, "demo", None)
   c.target = {"checkpoint": "smollm2-135m-instruct"}
-  c.drafter = {"checkpoint": ""}
-  c.drafter_kind = "ngram"
-  c.ngram_n = 3
-  c.gamma = 4
-  c.specinfer_paths = "chain4+1x2"     # used with drafter_kind=specinfer over smollm2/draft_lm (gamma 4)
-  c.specinfer_siblings = "without_replacement"  # lossless at T > 0
-  c.medusa_heads = "smollm2/medusa"   # used with drafter_kind=medusa (gamma = the tree's depth)
-  c.medusa_tree = "chain3+1x2"        # each head's top-1, plus head 1's second choice
-  c.medusa_top_k = (3, 2, 1)
-  c.medusa_acceptance = "rejection"   # lossless; "typical" is Medusa's lossy rule
+  c.drafter = drafter_section(kind, **DRAFTERS[kind])
   c.prompt = "def fibonacci(n):"
   c.prompt_len = 64
   c.max_new_tokens = 128

@@ -34,6 +34,8 @@ import pathlib
 
 import ml_collections
 
+from specjax.experiment import drafter_section
+
 _ASSETS = pathlib.Path(__file__).resolve().parent.parent / "specjax" / "assets"
 
 
@@ -47,22 +49,19 @@ def get_config(arg: str | None = None):
   if arg in (None, "", "tpu"):
     c.target = _t5(vocab_size=32128, d_model=4096, num_encoder_layers=24, num_decoder_layers=24, num_heads=64,
                    head_dim=64, mlp_dim=10240, dtype="bfloat16", checkpoint="")
-    c.drafter = _t5(vocab_size=32128, d_model=512, num_encoder_layers=8, num_decoder_layers=8, num_heads=6,
-                    head_dim=64, mlp_dim=1024, dtype="bfloat16", checkpoint="")
+    c.drafter = drafter_section("draft_model", gamma=7, model=_t5(
+        vocab_size=32128, d_model=512, num_encoder_layers=8, num_decoder_layers=8, num_heads=6, head_dim=64,
+        mlp_dim=1024, dtype="bfloat16"))
     c.mesh = "1x1"  # one TPU-v4 chip, as in the paper
     c.batch_size, c.prompt_len, c.max_new_tokens = 1, 128, 128
   elif arg == "cpu":  # the EnDe pair trained here (scripts/train_t5_ende.py), real held-out prompts
     c.target = _t5(checkpoint="t5_ende/target")
-    c.drafter = _t5(checkpoint="t5_ende/drafter_small")
+    c.drafter = drafter_section("draft_model", checkpoint="t5_ende/drafter_small", gamma=7)
     c.mesh = ""
     c.prompts_file = str(_ASSETS / "t5_ende" / "prompts.txt")
     c.batch_size, c.refill, c.prompt_len, c.max_new_tokens = 1, True, 64, 48
-    c.gamma = 7
   else:
     raise ValueError(f"unknown config argument {arg!r}; use '' (paper sizes) or 'cpu'")
-  c.drafter_kind = "draft_model"
-  c.ngram_n = 3
-  c.gamma = 7
   c.temperature, c.top_k, c.top_p, c.lenience = 0.0, 0, 1.0, 1.0
   c.eos_id = -1
   c.seed = 0

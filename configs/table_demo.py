@@ -8,15 +8,12 @@ Leviathan et al. §4.2: a near-free bigram drafter still gave 1.25X. The table f
 target, and hands that q to the lossless rule. Needs no drafter weights; without the demo target a
 tiny random target runs instead, and the run says so.
 """
-import ml_collections
 
 from specjax.config_util import sibling_config
+from specjax.experiment import drafter_section
 
 
 def get_config(arg: str | None = None):
   c = sibling_config(__file__, "demo", arg)  # every key not set here is demo.py's
-  c.drafter = ml_collections.ConfigDict({})  # no weights: the table is counted at startup
-  c.drafter_kind = "table"
-  c.table_order = 2     # 1: unigram, 2: bigram
-  c.gamma = 3
+  c.drafter = drafter_section("table", order=2, gamma=3)  # order 1: unigram, 2: bigram; counted at startup
   return c

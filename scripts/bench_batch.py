@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 import specjax
 from specjax import measure, theory
-from specjax import run as sj_run
+from specjax import experiment
 from specjax.config_util import sibling_config
 from specjax.data import code_corpus
 
@@ -48,9 +48,12 @@ _CONFIGS = {"draft_model": "demo", "ngram": "demo", "mtp": "mtp_demo", "dflash":
 
 
 def _drafter(kind, target, drafter_model):
-  config = sibling_config(str(pathlib.Path(sj_run.__file__).parents[1] / "configs" / "demo.py"), _CONFIGS[kind], None)
-  config.drafter_kind = kind
-  return sj_run.make_drafter(sj_run.with_defaults(config), drafter_model, target)
+  config = sibling_config(str(pathlib.Path(experiment.__file__).parents[1] / "configs" / "demo.py"), _CONFIGS[kind], None)
+  if kind == "ngram":
+    config.drafter = experiment.drafter_section("ngram", gamma=config.drafter.gamma)
+  if kind == "draft_model":
+    return specjax.drafters.DraftModel(drafter_model)
+  return experiment.make_drafter(experiment.normalize(config), target)
 
 
 def _timed(fn):

@@ -29,12 +29,12 @@ from ml_collections import config_flags
 from tqdm.auto import tqdm
 
 import specjax
-from specjax import run as sj_run  # defines --config (default configs/demo.py), reused here
-from specjax import measure, theory
+from specjax import experiment, measure, theory
+from specjax import prompts as prompts_lib
+from specjax.data.tokenizer import ByteTokenizer
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-if "config" not in flags.FLAGS:  # run.py owns the flag today; keep working if it stops defining it
-  config_flags.DEFINE_config_file("config", str(REPO / "configs" / "demo.py"), "experiment config file")
+config_flags.DEFINE_config_file("config", str(REPO / "configs" / "demo.py"), "experiment config file")
 _GAMMAS = flags.DEFINE_list("gammas", "1,2,3,4,5,6,7", "draft lengths to sweep")
 _DRAFTERS = flags.DEFINE_list("drafters", "draft_model,ngram", "draft_model | ngram | self (target drafts)")
 _BATCHES = flags.DEFINE_list("batch_sizes", "1,8", "batch sizes to sweep")
@@ -60,15 +60,16 @@ def tiny_random_config():
 
 def load_pair(config):
   """(config with defaults, target, drafter model or None, is_demo); demo config without weights -> tiny."""
-  config = sj_run.with_defaults(config)
-  is_demo = bool(config.target.get("checkpoint")) and sj_run.demo_available(config)
+  config = experiment.normalize(config)
+  is_demo = bool(config.target.get("checkpoint")) and experiment.demo_available(config)
   if config.target.get("checkpoint") and not is_demo:
     print("NOTE: demo weights not found under specjax/assets/demo; running the TINY RANDOM pair of "
           "configs/tiny_random.py instead (train them with scripts/train_demo.py).")
     tiny = tiny_random_config()
     config.target, config.drafter = tiny.target, tiny.drafter
-  target = sj_run.build_model(config.target, config.seed)
-  drafter_model = sj_run.build_model(config.drafter, config.seed + 1) if config.get("drafter") else None
+  target = experiment.load_model(config.target, config.seed)[0]
+  spec = experiment.small_model_spec(config)
+  drafter_model = experiment.load_model(spec, config.seed + 1)[0] if spec else None
   return config, target, drafter_model, is_demo
 
 
@@ -107,7 +108,7 @@ class Sweep:
   def prompts(self, batch: int):
     cfg = self.config.copy_and_resolve_references()
     cfg.batch_size = batch
-    return sj_run.make_prompts(cfg, self.target.vocab_size, is_code_model=self.is_demo)
+    return prompts_lib.from_config(cfg, ByteTokenizer() if self.is_demo else None, self.target.vocab_size)
 
   def common(self, temperature: float):
     sampling = specjax.Sampling(float(temperature), self.config.top_k, self.config.top_p)
@@ -132,7 +133,7 @@ class Sweep:
 
   def row(self, kind: str, batch: int, temperature: float, gamma: int) -> dict:
     base, t_base, target_step = self.step_time(self.target, batch, temperature)
-    drafter, cost_model = make_drafter(kind, self.target, self.models, self.config.ngram_n)
+    drafter, cost_model = make_drafter(kind, self.target, self.models)
     c = self.step_time(cost_model, batch, temperature)[2] / target_step if cost_model is not None else 0.0
     prompts, lengths = self.prompts(batch)
     spec, t_spec = median_time(lambda: specjax.speculative_generate(

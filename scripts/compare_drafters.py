@@ -22,21 +22,21 @@ from absl import app, flags
 import jax
 from tqdm.auto import tqdm
 
-from specjax import run as sj_run
+from specjax import experiment
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # family -> (config file, overrides)
 FAMILIES = {
     "draft_model": ("demo.py", {}),
-    "ngram": ("demo.py", {"drafter_kind": "ngram", "gamma": 4}),
+    "ngram": ("demo.py", {"drafter.kind": "ngram", "drafter.gamma": 4}),
     "table": ("table_demo.py", {}),
     "specinfer": ("specinfer_demo.py", {}),
     "medusa": ("medusa_demo.py", {}),
     "mtp": ("mtp_demo.py", {}),
     "dflash": ("dflash_demo.py", {}),
     "eagle": ("eagle_demo.py", {}),
-    "eagle_static": ("eagle_demo.py", {"eagle_tree": "static"}),
-    "eagle_dynamic": ("eagle_demo.py", {"eagle_tree": "dynamic"}),
+    "eagle_static": ("eagle_demo.py", {"drafter.tree": "static"}),
+    "eagle_dynamic": ("eagle_demo.py", {"drafter.tree": "dynamic"}),
 }
 COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
            "alpha", "mean_accepted", "tokens_per_iteration", "baseline_tokens_per_s", "tokens_per_s", "speedup",
@@ -58,7 +58,7 @@ def load_config(filename: str):
   spec = importlib.util.spec_from_file_location(filename[:-3], REPO / "configs" / filename)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return sj_run.with_defaults(module.get_config())
+  return experiment.normalize(module.get_config())
 
 
 def _value(text: str):
@@ -92,15 +92,19 @@ def row(name, filename, overrides, batch, temperature) -> dict:
     if _PAIR.value:  # another target: draft models from the pair, heads random (they were trained for the demo)
       pair = load_config(pathlib.Path(_PAIR.value).name)
       config.target, config.prompt_len = pair.target, pair.prompt_len
-      config.drafter = pair.drafter if config.drafter_kind in ("draft_model", "specinfer") else {}
-      config.medusa_heads = ""
-    for key, value in overrides.items():
-      if key not in config:
+      if config.drafter.kind in experiment.SMALL_MODEL_KINDS:
+        config.drafter.checkpoint, config.drafter.model = pair.drafter.get("checkpoint", ""), pair.drafter.get("model")
+      else:
+        config.drafter.checkpoint = ""
+    for key, value in overrides.items():  # "drafter.tree" sets config.drafter.tree
+      section, _, field = key.rpartition(".")
+      holder = config[section] if section else config
+      if field not in holder:
         raise app.UsageError(f"{name}: unknown config key {key!r} for configs/{filename}")
-      config[key] = value
+      holder[field] = value
     config.batch_size, config.temperature = batch, float(temperature)
     config.max_new_tokens, config.repeats = _MAX_NEW.value, _REPEATS.value
-  s = sj_run.run(config, verbose=False)
+  s = experiment.run(config, verbose=False)
   return {**{k: s.get(k) for k in COLUMNS}, "family": name}  # the per-position lists: JSON, CSV as text
 
 

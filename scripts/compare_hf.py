@@ -66,7 +66,8 @@ def compare(config, target, drafter_model, *, gamma, batches, max_new, repeats, 
   for b in batches:
     cfg = config.copy_and_resolve_references()
     cfg.batch_size = b
-    prompts, lengths = benchmark.sj_run.make_prompts(cfg, target.vocab_size, is_code_model=is_demo)
+    prompts, lengths = benchmark.prompts_lib.from_config(cfg, benchmark.ByteTokenizer() if is_demo else None,
+                                                         target.vocab_size)
     common = dict(max_new_tokens=max_new)
     methods = [
         ("transformers generate", lambda: hf_generate(torch, hf_t, prompts, max_new), None),
@@ -117,7 +118,7 @@ def main(argv):
   config, target, drafter_model, is_demo = benchmark.load_pair(flags.FLAGS.config)
   if drafter_model is None:
     raise app.UsageError("compare_hf.py needs a config with a `drafter` model")
-  gamma = _GAMMA.value or config.gamma
+  gamma = _GAMMA.value or config.drafter.gamma
   max_new = flags.FLAGS.max_new_tokens or config.max_new_tokens
   repeats = flags.FLAGS.repeats or config.repeats
   out = pathlib.Path(flags.FLAGS.out_dir)

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import benchmark  # noqa: E402  pylint: disable=wrong-import-position  (scripts/benchmark.py: sweep + --config)
-from specjax import run as sj_run  # noqa: E402  pylint: disable=wrong-import-position
+from specjax import experiment  # noqa: E402  pylint: disable=wrong-import-position
 from specjax import theory  # noqa: E402  pylint: disable=wrong-import-position
 
 # benchmark.py's flags, with this script's defaults; batch 1 as in the paper
@@ -137,7 +137,7 @@ def main(argv):
   kinds = list(flags.FLAGS.drafters)
   for kind in kinds:  # anything not built in is a checkpoint folder (or a name under specjax/assets)
     if kind not in ("ngram", "self", "draft_model"):
-      models[kind] = sj_run.build_model({"checkpoint": kind}, 0)
+      models[kind] = experiment.load_model({"checkpoint": kind}, 0)[0]
   if "draft_model" in kinds and drafter_model is None:
     raise app.UsageError("--drafters=draft_model needs a config with a `drafter` model")
   sweep = benchmark.Sweep(config, target, models, max_new_tokens=flags.FLAGS.max_new_tokens or config.max_new_tokens,

@@ -6,8 +6,7 @@
   nice -n 10 python scripts/train_real_heads.py --family=dflash --steps=1600 --out=runs/smollm2_dflash/head
   nice -n 10 python scripts/make_real_data.py --target=gemma3-270m --minutes=40
   nice -n 10 python scripts/train_real_heads.py --family=medusa --target=gemma3-270m --steps=300  # -> assets/gemma3
-  python -m specjax.run --config=configs/smollm2_135m.py --config.drafter_kind=mtp \
-      --config.drafter.checkpoint=smollm2/mtp --config.gamma=3
+  python -m specjax.run --config=configs/smollm2_135m.py:mtp
 
 Data: crops of ``--crop`` tokens of ``scripts/make_real_data.py``'s generations (code / translation
 / text; the last quarter-crop of each prompt and the continuation after it). The target's final

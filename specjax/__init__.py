@@ -3,7 +3,6 @@ from specjax import checkpoint, drafters, hf_import, measure, sharding, testing,
 from specjax.adaptive import Adaptive
 from specjax.decode import GenerateOutput, generate, speculative_generate
 from specjax.loading import load_pretrained
-from specjax.models import decoder as _decoder, t5 as _t5  # registers both families for checkpoints
 from specjax.models.api import logits
 from specjax.models.bundle import Model
 from specjax.sampling import Sampling

@@ -16,20 +16,6 @@ from flax import traverse_util
 
 from specjax.models.bundle import Model
 
-_FAMILIES = {}
-
-
-def register_family(name: str, module_cls, config_cls):
-  _FAMILIES[name] = (module_cls, config_cls)
-
-
-def _family_of(model: Model) -> str:
-  for name, (module_cls, _) in _FAMILIES.items():
-    if isinstance(model.module, module_cls):
-      return name
-  raise ValueError(f"no registered family for module {type(model.module).__name__}")
-
-
 class CheckpointError(ValueError):
   pass
 
@@ -41,7 +27,8 @@ def save_model(model: Model, folder, dtype: str = "float32") -> pathlib.Path:
   flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
   arrays = {k: np.asarray(v, dtype=np.float32).astype(_np_dtype(dtype)) for k, v in flat.items()}
   save_file(arrays, str(folder / "model.safetensors"))
-  meta = {"family": _family_of(model), "config": dataclasses.asdict(model.config)}
+  from specjax.models import families  # pylint: disable=import-outside-toplevel
+  meta = {"family": families.family_of(model.module), "config": dataclasses.asdict(model.config)}
   (folder / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
   return folder
 
@@ -62,7 +49,8 @@ def load_model(folder, **config_overrides) -> Model:
       raise CheckpointError(f"checkpoint file missing: {p}")
   try:
     meta = json.loads(cfg_path.read_text())
-    module_cls, config_cls = _FAMILIES[meta["family"]]
+    from specjax.models import families  # pylint: disable=import-outside-toplevel
+    module_cls, config_cls = families.FAMILIES[meta["family"]]
     cfg = config_cls(**{**meta["config"], **config_overrides})
   except (json.JSONDecodeError, KeyError, TypeError) as e:
     raise CheckpointError(f"{cfg_path}: not a valid specjax config ({type(e).__name__}: {e})") from e

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 from specjax import hardware, latency, sharding
 from specjax.dryrun_report import format_markdown, format_table, save_report  # noqa: F401  (re-exported)
 from specjax.theory import walltime_improvement
+from specjax.models import families
 from specjax.models import api, bundle
 from specjax.models.bundle import Model
 
@@ -127,16 +128,9 @@ def collective_bytes(compiled_or_text, num_devices: int) -> float:
 
 # ----------------------------------------------------------------------------- abstract inputs
 def build_module(cfg: dict) -> nn.Module:
-  cfg = dict(cfg)
-  family = cfg.pop("family", "decoder")
-  cfg.pop("checkpoint", None)  # a dry run plans from the size fields; weights are never read
-  if family == "decoder":
-    from specjax.models.decoder import Decoder, DecoderConfig  # pylint: disable=import-outside-toplevel
-    return Decoder(DecoderConfig(**cfg))
-  if family == "t5":
-    from specjax.models.t5 import T5, T5Config  # pylint: disable=import-outside-toplevel
-    return T5(T5Config(**cfg))
-  raise ValueError(f"unknown model family {family!r}; expected 'decoder' or 't5'")
+  """The module of a family's config fields (a dry run plans from the size fields; weights are never read)."""
+  module_cls, config = families.config_from_fields(cfg)
+  return module_cls(config)
 
 
 def with_depth(module: nn.Module, layers: int) -> nn.Module:
@@ -286,15 +280,16 @@ def dry_run(config) -> dict:
   if cfg.get("collective_latency_us") is not None:  # legacy diagnostic override
     acc = dataclasses.replace(acc, collective_latency_s=float(cfg["collective_latency_us"]) * 1e-6)
   mesh = sharding.factored_mesh(sharding.make_mesh(cfg.get("mesh", "1x1")))  # the layout shard() uses
-  gamma, batch, prompt_len = int(cfg["gamma"]), int(cfg["batch_size"]), int(cfg["prompt_len"])
+  draft_cfg = dict(cfg.get("drafter") or {})
+  gamma, batch, prompt_len = int(draft_cfg.get("gamma", 4)), int(cfg["batch_size"]), int(cfg["prompt_len"])
   max_len = prompt_len + int(cfg["max_new_tokens"]) + gamma + 1
   alpha = float(cfg.get("alpha", 0.75))
   target = build_module(cfg["target"])
   args = (mesh, batch, prompt_len, max_len)
   steps = {"target": profile_step(target, *args, 1, acc), "verify": profile_step(target, *args, gamma + 1, acc)}
   layout = {"target": _layout(target, mesh)}
-  if cfg.get("drafter_kind", "draft_model") == "draft_model":
-    drafter = build_module(cfg["drafter"])
+  if draft_cfg.get("kind", "draft_model") == "draft_model" and draft_cfg.get("model"):
+    drafter = build_module(draft_cfg["model"])
     steps["draft"] = profile_step(drafter, *args, 1, acc)
     layout["draft"] = _layout(drafter, mesh)
   else:  # weightless drafters (ngram): no device step worth charging

@@ -62,12 +62,12 @@ def _sampled(target, drafter, adaptive, n=N, seed=0):
 
 def test_adaptive_chain_is_exact_at_t1(target, draft_model):
   """Confidence stopping (verify_slope 0: the width always holds every offered draft): the 3-token
-  joint matches the target's, and rows really submitted 0, 1 and 2 drafts at several widths."""
+  joint matches the target's, and rows really submitted 0, 1 and 2 drafts."""
   adaptive = specjax.Adaptive(confidence=0.5, verify_slope=0.0)
   counts, st = _sampled(target, specjax.drafters.DraftModel(draft_model), adaptive)
   p = chi2_pvalue(counts, exact_joint(target, T1, tokens=GAMMA + 1))
   assert p > 1e-4, p
-  assert min(st["submitted_histogram"]) > 0 and sum(c > 0 for c in st["width_histogram"]) >= 2, st
+  assert min(st["submitted_histogram"]) > 0, st  # rows stopped after 0, 1 and 2 drafts
   assert st["accepted_per_position"][-1] > 0  # full chains: the bonus token is in the joint
 
 
@@ -89,8 +89,8 @@ def test_greedy_equality_ragged_batch_and_refill():
   prompts = rng.integers(1, 64, (5, 9)).astype(np.int32)
   lengths = np.array([9, 4, 7, 2, 9], np.int32)
   base = specjax.generate(target, prompts, lengths, max_new_tokens=24)
-  adaptive = specjax.Adaptive(confidence=0.3, verify_slope=0.25)
-  for drafter in (specjax.drafters.DraftModel(testing.perturbed(target, 0.05, seed=2)), specjax.drafters.NGram(3)):
+  adaptive = specjax.Adaptive(confidence=0.1, verify_slope=0.05)
+  for drafter in (specjax.drafters.DraftModel(testing.perturbed(target, 0.02, seed=2)), specjax.drafters.NGram(3)):
     for batch_size in (None, 2):
       out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=4, max_new_tokens=24,
                                          adaptive=adaptive, batch_size=batch_size)
@@ -101,7 +101,7 @@ def test_greedy_equality_ragged_batch_and_refill():
       if isinstance(drafter, specjax.drafters.DraftModel):
         assert min(st["accepted_per_position"]) > 0, st
       else:
-        assert st["submitted_histogram"][0] > 0, st  # rounds without a match are plain steps
+        assert st["submitted_histogram"][0] > 0 and st["width_histogram"][0] > 0, st  # no match: plain steps
 
 
 def test_width_choice_and_update_rules():

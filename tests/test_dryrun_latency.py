@@ -104,7 +104,8 @@ def test_saved_chinchilla_prediction_is_within_30_percent_of_chen():
 def test_modern_configs_layouts(config, model, mesh, replicated):
   cfg = dryrun._load_config(str(ROOT / "configs" / config))
   assert dryrun.mesh_size(cfg) == mesh[0] * mesh[1]
-  module = dryrun.with_depth(dryrun.build_module(cfg[model].to_dict()), 1)  # one layer: the layout repeats
+  fields = cfg.target if model == "target" else cfg.drafter.model
+  module = dryrun.with_depth(dryrun.build_module(fields.to_dict()), 1)  # one layer: the layout repeats
   abstract = jax.sharding.AbstractMesh(mesh, ("data", "model"))  # 16 devices without 16 devices
   assert set(sharding.layout_report(_shapes(module), abstract)) == replicated
 

@@ -107,39 +107,33 @@ def test_ngram_speculative_equals_autoregressive(real):
 def test_cli_run_prints_text_speedup_and_identity(capsys):
   """The issue's command, shortened: configs/smollm2_135m.py with a user prompt."""
   import pathlib  # pylint: disable=import-outside-toplevel
-  from specjax import run  # pylint: disable=import-outside-toplevel
+  from specjax import experiment, run  # pylint: disable=import-outside-toplevel
   from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
   config = sibling_config(str(pathlib.Path(__file__).parent.parent / "configs" / "demo.py"), "smollm2_135m")
   config.prompt, config.max_new_tokens, config.repeats = "def fibonacci(n):", 24, 1
-  summary = run.run(config)
+  summary = experiment.run(config, report=run.print_report)
   out = capsys.readouterr().out
   assert summary["identical_to_autoregressive"] and "identical to greedy autoregressive output: yes" in out
   assert "def fibonacci(n):" in out and "speedup" in out
   assert summary["target"] == "smollm2-135m-instruct" and summary["eos_id"] == 2
 
 
-# the drafters shipped under specjax/assets for each real target, as run.py builds them (name, gamma, config)
+# the drafters shipped under specjax/assets for each real target, as the registry builds them (kind, options)
 SHIPPED = {
-    "smollm2-135m-instruct": [("draft_lm", 3, {"drafter_kind": "draft_model", "drafter": {"checkpoint": "smollm2/draft_lm"}}),
-                              ("specinfer", 3, {"drafter_kind": "specinfer", "drafter": {"checkpoint": "smollm2/draft_lm"},
-                                                "specinfer_paths": "chain3+1x1"}),
-                              ("mtp", 3, {"drafter_kind": "mtp", "drafter": {"checkpoint": "smollm2/mtp"}}),
-                              ("medusa", 3, {"drafter_kind": "medusa", "medusa_heads": "smollm2/medusa",
-                                             "medusa_tree": "chain3+1x2"})],
-    "gemma3-270m": [("medusa", 3, {"drafter_kind": "medusa", "medusa_heads": "gemma3/medusa",
-                                   "medusa_tree": "chain3+1x2"})],
+    "smollm2-135m-instruct": [("draft_model", {"checkpoint": "smollm2/draft_lm", "gamma": 3}),
+                              ("specinfer", {"checkpoint": "smollm2/draft_lm", "paths": "chain3+1x1", "gamma": 3}),
+                              ("mtp", {"checkpoint": "smollm2/mtp", "gamma": 3}),
+                              ("medusa", {"checkpoint": "smollm2/medusa", "tree": "chain3+1x2", "gamma": 3})],
+    "gemma3-270m": [("medusa", {"checkpoint": "gemma3/medusa", "tree": "chain3+1x2", "gamma": 3})],
 }
 
 
 def test_shipped_drafters_equal_greedy(real):
   """Every trained drafter shipped for this target (truncated vocabularies included), loaded the way
-  run.py loads it: greedy speculative output == transformers' greedy tokens, and drafts get accepted."""
-  import ml_collections  # pylint: disable=import-outside-toplevel
-  from specjax import run  # pylint: disable=import-outside-toplevel
-  for name, gamma, overrides in SHIPPED[real["name"]]:
-    config = ml_collections.ConfigDict(dict(seed=0, gamma=gamma, medusa_top_k=(3, 2, 1),
-                                            medusa_acceptance="rejection", **overrides))
-    drafter = run.make_drafter(config, None, real["model"])
+  the registry builds it: greedy speculative output == transformers' greedy tokens, and drafts get accepted."""
+  for name, options in SHIPPED[real["name"]]:
+    gamma = options["gamma"]
+    drafter = specjax.drafters.build(name, options, real["model"])
     assert drafter.subset_K is not None, f"{name}: the shipped drafter should carry its truncated vocabulary"
     out = specjax.speculative_generate(real["model"], drafter, real["prompts"], real["lengths"], gamma=gamma,
                                        max_new_tokens=N_NEW)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import specjax
-from specjax import run, testing
+from specjax import experiment, testing
 
 USER_MODULE = textwrap.dedent('''
     """A user's own drafter: proposes the row's last token again (a repeat drafter)."""
@@ -63,13 +63,29 @@ def test_user_drafter_registers_and_runs_exactly(user_module):
   assert out.stats["lossy"] is False
 
 
-def test_cli_factory_imports_user_modules_first(user_module):
-  config = run.with_defaults(ml_collections.ConfigDict({"target": {}, "drafter": {}, "drafter_kind": "repeat_last",
-                                                        "imports": (user_module,), "gamma": 2}))
-  for module in config.imports:
-    importlib.import_module(module)
-  drafter = run.make_drafter(config, None, testing.tiny_decoder(vocab_size=32))
+def test_cli_config_imports_user_modules_first(user_module):
+  """``config.imports`` is imported before the drafter section is checked, so a user's kind and its
+  options resolve; a misspelt option of it is still an error naming it."""
+  config = experiment.normalize(ml_collections.ConfigDict(
+      {"target": {}, "drafter": {"kind": "repeat_last", "gamma": 2}, "imports": (user_module,)}))
+  drafter = experiment.make_drafter(config, testing.tiny_decoder(vocab_size=32))
   assert drafter.kind == "repeat_last"
+  with pytest.raises(ValueError, match="no option 'gama'"):
+    experiment.normalize(ml_collections.ConfigDict(
+        {"target": {}, "drafter": {"kind": "repeat_last", "gama": 2}, "imports": (user_module,)}))
+
+
+def test_flat_config_keys_name_their_new_place():
+  with pytest.raises(ValueError, match=r"'drafter_kind' is now 'drafter.kind'"):
+    experiment.normalize(ml_collections.ConfigDict({"target": {}, "drafter_kind": "ngram"}))
+  with pytest.raises(ValueError, match=r"'medusa_tree' is now 'drafter.tree'"):
+    experiment.normalize(ml_collections.ConfigDict({"target": {}, "medusa_tree": "chain2"}))
+  with pytest.raises(ValueError, match=r"unknown config key 'temprature' \(did you mean 'temperature'\?\)"):
+    experiment.normalize(ml_collections.ConfigDict({"target": {}, "temprature": 0.5}))
+  # a --config.drafter.kind= switch leaves the old kind's options behind: they are dropped, not errors
+  config = experiment.normalize(ml_collections.ConfigDict(
+      {"target": {}, "drafter": dict(experiment.drafter_section("eagle"), kind="ngram")}))
+  assert experiment.drafter_options(config) == {"gamma": 4, "checkpoint": "", "seed": 0}
 
 
 def test_unknown_kinds_and_options_name_the_bad_value():

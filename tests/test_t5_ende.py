@@ -128,8 +128,8 @@ def test_cpu_config_uses_the_trained_pair_and_real_prompts(tok):
   cfg = mod.get_config("cpu")
   assert cfg.target.checkpoint == "t5_ende/target" and cfg.drafter.checkpoint == "t5_ende/drafter_small"
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
-  from specjax import run  # pylint: disable=import-outside-toplevel
-  prompts, lengths = prompts_lib.from_config(run.with_defaults(cfg), tok, 2000)
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  prompts, lengths = prompts_lib.from_config(experiment.normalize(cfg), tok, 2000)
   texts = [tok.decode(prompts[i, :lengths[i]], skip_special_tokens=True) for i in range(len(prompts))]
   assert len(texts) >= 4 and all(t.startswith(ende.T5_PREFIX.strip()) for t in texts), texts
   held = {ende.T5_PREFIX + en for en, _ in ende.split_pairs()["held_out"]}

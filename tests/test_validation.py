@@ -92,5 +92,5 @@ def _run_cli(*args):
 def test_cli_bad_config_key_and_unknown_drafter():
   proc = _run_cli("--config=configs/tiny_random.py", "--config.gama=3")
   assert proc.returncode != 0 and "gama" in proc.stderr
-  proc = _run_cli("--config=configs/tiny_random.py", "--config.drafter_kind=hydra")
+  proc = _run_cli("--config=configs/tiny_random.py", "--config.drafter.kind=hydra")
   assert proc.returncode != 0 and "unknown drafter kind 'hydra'" in proc.stderr

@@ -27,7 +27,8 @@ class DraftModelOptions(Options):
 
 @dataclasses.dataclass(frozen=True)
 class NGramOptions(Options):
-  n: int = 3  # longest suffix looked up
+  n: int = 3          # longest suffix looked up
+  min_match: int = 1  # shortest suffix that counts as a match (none shorter: the row drafts nothing)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +89,7 @@ def build_draft_model(options, target):
 def build_ngram(options, target):
   from specjax.drafters.ngram import NGram  # pylint: disable=import-outside-toplevel
   del target
-  return NGram(options.n)
+  return NGram(options.n, options.min_match)
 
 
 def build_table(options, target):
@@ -171,7 +172,7 @@ def build_eagle(options, target):
     raise ValueError(f"{options.checkpoint}: a truncated EAGLE head needs its d2t map subset.npy beside it")
   gamma = options.gamma
   if options.tree == "chain":
-    return eagle.Eagle(head, subset, siblings="iid")
+    return eagle.Eagle(head, subset, siblings=options.siblings)
   if options.tree == "static":
     paths = tree_lib.parse_chain_paths(options.paths or eagle.default_static_paths(gamma))
     drafter = eagle.Eagle(head, subset, paths=tuple(map(tuple, paths)), siblings=options.siblings)

@@ -25,6 +25,10 @@ class Options:
   checkpoint: str = ""
   seed: int = 0
 
+  def __post_init__(self):
+    if isinstance(self.gamma, bool) or not isinstance(self.gamma, int) or self.gamma < 1:
+      raise ValueError(f"gamma must be an integer >= 1, got {self.gamma!r}")
+
 
 def register(kind: str, build: Callable[[Any, Any], Any], options: type = Options) -> None:
   """Registers (or replaces) a drafter kind. ``options`` must be a frozen dataclass subclassing Options."""

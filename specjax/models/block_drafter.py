@@ -125,7 +125,6 @@ class BlockDrafter(nn.Module):
     return (jnp.zeros((1, 2, f)), jnp.zeros((1, 2, self.cfg.d_model))), {"method": "init_all"}
 
 
-heads.register_head(BlockDrafter, BlockDrafterConfig)
 
 
 def block_mask(ctx_visible_BxQxS, block_id_Q):

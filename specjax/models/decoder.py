@@ -183,11 +183,3 @@ class Decoder(nn.Module):
       logits = hidden @ head.astype(dt)
     out = (logits.astype(jnp.float32), hidden, cache)
     return out + (layer_hidden,) if return_layer_hidden else out
-
-
-def _register():
-  from specjax import checkpoint  # pylint: disable=import-outside-toplevel
-  checkpoint.register_family("decoder", Decoder, DecoderConfig)
-
-
-_register()

@@ -163,4 +163,3 @@ def _shift(x_BxTx, n: int):
   return jnp.concatenate([jnp.zeros_like(x_BxTx[:, :n]), x_BxTx[:, :-n]], axis=1)
 
 
-heads.register_head(EagleHead, EagleConfig)

@@ -116,14 +116,6 @@ def load_or_init(name: str, module_fn, seed: int, what: str) -> bundle.Model:
   return init_head(module_fn(), seed)
 
 
-_HEADS = {}
-
-
-def register_head(module_cls, config_cls):
-  _HEADS[module_cls.family] = (module_cls, config_cls)
-
-
-register_head(MTPHead, MTPConfig)
 
 
 def _init_variables(module, rng):
@@ -161,7 +153,8 @@ def load_head(folder, **config_overrides) -> bundle.Model:
       raise CheckpointError(f"checkpoint file missing: {p}")
   try:
     meta = json.loads(cfg_path.read_text())
-    module_cls, config_cls = _HEADS[meta["family"]]
+    from specjax.models.families import HEADS  # pylint: disable=import-outside-toplevel
+    module_cls, config_cls = HEADS[meta["family"]]
     module = module_cls(config_cls(**{**meta["config"], **config_overrides}))
   except (json.JSONDecodeError, KeyError, TypeError) as e:
     raise CheckpointError(f"{cfg_path}: not a valid specjax head config ({type(e).__name__}: {e})") from e

@@ -284,11 +284,3 @@ class T5(nn.Module):
     if cache is not None:
       cache = cache.replace(self_attn=self_attn)
     return logits.astype(jnp.float32), hidden, cache
-
-
-def _register():
-  from specjax import checkpoint  # pylint: disable=import-outside-toplevel
-  checkpoint.register_family("t5", T5, T5Config)
-
-
-_register()
