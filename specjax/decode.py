@@ -330,6 +330,7 @@ def summarize(stats: Stats, lengths, gamma: int, rows: int | None = None) -> dic
       "mean_submitted": round(float(drafted.sum() / row_iters), 4),
       "tokens_per_iteration": round(mean_accepted + 1, 4),  # plus the target's own token
       "alpha": round(float(s.overlap_sum / max(float(s.verified_positions), 1.0)), 4),
+      "verified_positions": int(s.verified_positions),  # drafts the accept rule tested (alpha's weight)
       # rows' submitted draft counts (0..gamma) over all row-rounds, and rounds per verify width
       "submitted_histogram": np.asarray(s.submitted_hist).astype(int).tolist(),
       "width_histogram": np.asarray(s.width_hist).astype(int).tolist(),

@@ -123,15 +123,15 @@ def tiny_bundle(tmp_path_factory):
 
 def test_make_drafter_specs(tmp_path, tiny_bundle):
   target = specjax.load_pretrained(tiny_bundle, verbose=False)[0]
-  drafter, gamma = specbench.make_drafter("ngram", target, None)
+  drafter, gamma = specbench.make_drafter("ngram", target)
   assert isinstance(drafter, specjax.drafters.NGram) and gamma == 4
-  drafter, gamma = specbench.make_drafter(f"draft_model:{tiny_bundle}", target, None)
-  assert isinstance(drafter, specjax.drafters.DraftModel) and gamma == 4
+  drafter, gamma = specbench.make_drafter(f"draft_model:{tiny_bundle}", target, 3)
+  assert isinstance(drafter, specjax.drafters.DraftModel) and gamma == 3
   specjax.checkpoint.save_model(specjax.testing.tiny_decoder(vocab_size=64, num_layers=1), tmp_path / "small")
   with pytest.raises(ValueError, match="vocab_size"):
-    specbench.make_drafter(f"draft_model:{tmp_path / 'small'}", target, None)
-  with pytest.raises(ValueError, match="'medusa'"):
-    specbench.make_drafter("medusa", target, None)
+    specbench.make_drafter(f"draft_model:{tmp_path / 'small'}", target)
+  with pytest.raises(ValueError, match="'ngarm'"):
+    specbench.make_drafter("ngarm", target)
 
 
 def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
@@ -144,8 +144,12 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   assert rc == 0
   result = json.loads(out.read_text())
   assert result["categories"] == list(sp.CATEGORIES)
-  ngram = result["drafters"]["ngram"]
+  assert set(result["drafters"]) == {"ngram adaptive", "ngram fixed"}
+  assert result["drafters"]["ngram adaptive"]["adaptive"]["confidence"] == 0.4
+  assert result["drafters"]["ngram fixed"]["adaptive"] is None
+  ngram = result["drafters"]["ngram adaptive"]
   assert set(ngram["categories"]) == set(sp.CATEGORIES)
+  assert ngram["overall"]["mean_submitted"] <= 4
   for stats in [*ngram["categories"].values(), ngram["overall"]]:
     assert stats["identical_to_autoregressive"] is True
     assert stats["speedup"] > 0 and stats["tokens_per_iteration"] >= 1.0 and 0 <= stats["alpha"] <= 1
@@ -155,7 +159,7 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   assert np.isclose(ngram["overall"]["speedup"],
                     ngram["overall"]["tokens_per_s"] / ngram["overall"]["baseline_tokens_per_s"], rtol=1e-3)
   table = capsys.readouterr().out
-  assert "accepted/call" in table and "ngram (γ=4)" in table and "translation" in table
+  assert "accepted/call" in table and "ngram adaptive (γ=4)" in table and "translation" in table
   # bad input: one line naming the value, before anything compiles
   assert specbench.main(["specbench", *flags, "--drafters=ngram,bogus"]) == 2
   assert "'bogus'" in capsys.readouterr().err

@@ -1,7 +1,15 @@
 """Spec-Bench-format suite: each drafter's speedup over autoregressive decoding, per category.
 
-  python -m specjax.bench specbench --target=smollm2-135m-instruct --drafters=ngram,draft_model:CKPT \\
+  python -m specjax.bench specbench --target=smollm2-135m-instruct --drafters=ngram,mtp:smollm2/mtp \\
       --limit=3 --max_new_tokens=64 --json_out=out.json
+  python -m specjax.bench specbench --target=qwen2.5-coder-1.5b-instruct \\
+      --drafters=draft_model:qwen2.5-coder-0.5b-instruct --adaptive=on
+
+A drafter is ``KIND[:CHECKPOINT]`` of a registered kind (``specjax.drafters.kinds()``), at the kind's
+default gamma unless ``--gamma`` is given; each runs with the loop's adaptive draft length and/or
+with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` and a verify cost per
+draft measured on the target once (v over gamma + 1 tokens, floored at 0.1 steps per draft) unless
+``--verify_slope`` is given.
 
 Reads any file in Spec-Bench's ``question.jsonl`` format (default: ours, built by
 :mod:`specjax.data.specbench_prompts`) and decodes each question's first turn (chat-templated when
@@ -36,19 +44,23 @@ class InputError(ValueError):
   """Bad input found while setting up (file, checkpoint, drafter spec, prompt): reported in one line."""
 
 
-def make_drafter(spec: str, target, tokenizer):
-  """``(drafter, gamma)`` for a command-line drafter spec: ``ngram`` or ``draft_model:<checkpoint>``."""
-  del tokenizer  # for drafters that need the target's vocabulary by text
+def make_drafter(spec: str, target, gamma: int = 0):
+  """``(drafter, gamma)`` for ``KIND[:CHECKPOINT]`` from the registry (gamma 0: the kind's default)."""
   import specjax  # pylint: disable=import-outside-toplevel
-  kind, _, arg = spec.partition(":")
-  if kind == "ngram" and not arg:
-    drafter, gamma = specjax.drafters.NGram(3), 4
-  elif kind == "draft_model" and arg:
-    drafter, gamma = specjax.drafters.DraftModel(specjax.load_pretrained(arg, verbose=False)[0]), 4
-  else:
-    raise ValueError(f"unknown drafter {spec!r}; expected 'ngram' or 'draft_model:<checkpoint>'")
-  drafter.check_compatible(target)
-  return drafter, gamma
+  kind, _, checkpoint = spec.partition(":")
+  options = {"checkpoint": checkpoint} if checkpoint else {}
+  if gamma:
+    options["gamma"] = gamma
+  options = specjax.drafters.make_options(kind, options)
+  return specjax.drafters.build(kind, options, target), options.gamma
+
+
+def verify_slope(target, call, gamma: int, max_new_tokens: int) -> float:
+  """The measured cost of each verified draft in target steps, ``(v(gamma + 1) - 1) / gamma``, >= 0.1."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  max_len = call.prompts_BxP.shape[1] + max_new_tokens + gamma + 1
+  v = specjax.measure.verify_cost(target, call.prompts_BxP, call.lengths_B, gamma + 1, max_len)
+  return max((v - 1.0) / gamma, 0.1)
 
 
 def group_of(category: str) -> str:
@@ -91,17 +103,17 @@ def make_calls(records, rows, batch_size: int, min_width: int) -> list[Call]:
 
 
 def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int, sampling, eos_id, seed: int,
-                 repeats: int) -> dict:
+                 repeats: int, adaptive=None) -> dict:
   """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation."""
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
-  tree = getattr(drafter, "tree", None)  # token trees verify every node; a chain gamma + 1 tokens
+  tree = drafter.tree  # token trees verify every node; a chain gamma + 1 tokens
   extra = tree.num_nodes if tree is not None else gamma + 1
   common = dict(max_new_tokens=max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(seed), eos_id=eos_id,
                 max_len=call.prompts_BxP.shape[1] + max_new_tokens + extra)
   base_fn = lambda: specjax.generate(target, call.prompts_BxP, call.lengths_B, **common)
   spec_fn = lambda: specjax.speculative_generate(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma,
-                                                 **common)
+                                                 adaptive=adaptive, **common)
   base, spec, t_base, t_spec = specjax.measure.paired_times(base_fn, spec_fn, repeats)
   st = spec.stats
   accepted = np.asarray(st["accepted_per_position"], np.float64)
@@ -117,8 +129,8 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
       "baseline_target_calls": int(base.stats["target_calls"]),
       "row_iterations": int(st["row_iterations"]),
       "accepted": float(accepted.sum()),
-      # positions verified: every row-iteration checks its first draft, and draft i+1 when i was kept
-      "verified": float(st["row_iterations"] + accepted[:-1].sum()),
+      "verified": float(st["verified_positions"]),  # drafts the accept rule tested (alpha's weight)
+      "submitted": float(np.sum(st["drafted_per_position"])),
       "alpha": float(st["alpha"]),
       "tokens_per_iteration": float(st["tokens_per_iteration"]),
       "lossy": bool(st["lossy"]),
@@ -138,6 +150,7 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
       "speedup": round(speed / base_speed, 4),
       "tokens_per_iteration": round(1.0 + accepted / row_iters, 4),  # Spec-Bench's mean accepted tokens
       "mean_accepted": round(accepted / row_iters, 4),                # drafts kept per target call
+      "mean_submitted": round(sum(m["submitted"] for m in measurements) / row_iters, 4),
       "tokens_per_s": round(speed, 3),
       "baseline_tokens_per_s": round(base_speed, 3),
       "alpha": round(sum(m["alpha"] * m["verified"] for m in measurements) / max(verified, 1.0), 4),
@@ -154,26 +167,39 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
 
 def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int = 64, temperature: float = 0.0,
               batch_size: int = 1, chat: bool | None = None, repeats: int = 1, seed: int = 0,
-              min_prompt_width: int = 64, progress: bool = True) -> dict:
-  """Every drafter against the baseline on ``records``' first turns; the JSON-ready result."""
+              min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
+              confidence: float = 0.4, slope: float = -1.0) -> dict:
+  """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
+  first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
   if chat is None:
     chat = bool(getattr(tokenizer, "chat_template", None))
   try:  # every input error surfaces here, before any compile
-    drafters = {spec: make_drafter(spec, target, tokenizer) for spec in drafter_specs}
+    built = {spec: make_drafter(spec, target, gamma) for spec in drafter_specs}
     rows = [prompts_lib.encode(tokenizer, r["turns"][0], chat) for r in records]
     calls = make_calls(records, rows, batch_size, min_prompt_width)
   except (ValueError, FileNotFoundError) as e:
     raise InputError(str(e)) from e
+  drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
+  for spec, (drafter, g) in built.items():
+    for mode in adaptive:
+      if mode == "on" and drafter.tree is not None:
+        continue  # token trees verify every node: no adaptive row
+      name = spec if len(adaptive) == 1 else f"{spec} {'adaptive' if mode == 'on' else 'fixed'}"
+      drafters[name] = (drafter, g)
+      settings[name] = None
+      if mode == "on":
+        s = slope if slope >= 0 else verify_slope(target, calls[0], g, max_new_tokens)
+        settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=s)
   sampling = specjax.Sampling(temperature, 0, 1.0)
   eos_id = tokenizer.eos_id
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
     for spec, (drafter, gamma) in drafters.items():
       m = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
-                       eos_id=eos_id, seed=seed, repeats=repeats)
+                       eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec])
       per_drafter[spec].append({"drafter": spec, **m})
   groups = list(dict.fromkeys(c.group for c in calls))
   results = {}
@@ -181,6 +207,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
     results[spec] = {
         "gamma": drafters[spec][1],
         "drafter_params": int(drafters[spec][0].num_params),
+        "adaptive": None if settings[spec] is None else dataclasses.asdict(settings[spec]),
         "categories": {g: aggregate([m for m in ms if m["group"] == g], sampling.greedy) for g in groups},
         "overall": aggregate(ms, sampling.greedy),
     }
@@ -230,7 +257,15 @@ def _flags():
   flags.DEFINE_string("questions", str(specbench_prompts.SHIPPED), "a Spec-Bench-format question.jsonl",
                       flag_values=fv)
   flags.DEFINE_string("target", DEFAULT_TARGET, "anything specjax.load_pretrained takes", flag_values=fv)
-  flags.DEFINE_list("drafters", ["ngram"], "comma-separated: ngram, draft_model:<checkpoint>", flag_values=fv)
+  flags.DEFINE_list("drafters", ["ngram"], "comma-separated KIND[:CHECKPOINT], e.g. ngram,mtp:smollm2/mtp",
+                    flag_values=fv)
+  flags.DEFINE_integer("gamma", 0, "drafts per round (0: each kind's default)", flag_values=fv)
+  flags.DEFINE_list("adaptive", ["on", "off"], "adaptive draft length: on, off, or both (a row each)",
+                    flag_values=fv)
+  flags.DEFINE_float("confidence", 0.4, "adaptive: a row stops at its drafter's first less sure position",
+                     flag_values=fv)
+  flags.DEFINE_float("verify_slope", -1.0, "adaptive: verify cost per draft in target steps (< 0: measured)",
+                     flag_values=fv)
   flags.DEFINE_integer("limit", 0, "questions per category (0: all)", flag_values=fv)
   flags.DEFINE_integer("max_new_tokens", 128, "tokens generated per question (fewer at EOS)", flag_values=fv)
   flags.DEFINE_float("temperature", 0.0, "0: greedy", flag_values=fv)
@@ -253,6 +288,10 @@ def _check(fv) -> None:
     raise ValueError(f"--temperature must be >= 0, got {fv.temperature}")
   if not fv.drafters:
     raise ValueError("--drafters is empty; give at least one (ngram, draft_model:<checkpoint>)")
+  if not fv.adaptive or set(fv.adaptive) - {"on", "off"}:
+    raise ValueError(f"--adaptive must list on and/or off, got {fv.adaptive}")
+  if fv.gamma < 0:
+    raise ValueError(f"--gamma must be >= 0 (0: each kind's default), got {fv.gamma}")
 
 
 def main(argv) -> int:
@@ -280,7 +319,8 @@ def main(argv) -> int:
       raise InputError(str(e)) from e
     result = benchmark(records, target, tokenizer, fv.drafters, max_new_tokens=fv.max_new_tokens,
                        temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
-                       seed=fv.seed, min_prompt_width=fv.min_prompt_width)
+                       seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
+                       adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2
