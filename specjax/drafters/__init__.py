@@ -1,6 +1,6 @@
 """Drafters: everything that proposes tokens, behind one declared protocol (base.Drafter), and the
 registry every command builds them from (``register``/``build``; the shipped kinds: builtin.py)."""
-from specjax.drafters.base import Draft, Drafter, DrafterBase, Prefill
+from specjax.drafters.base import Draft, Drafter, Prefill
 from specjax.drafters.registry import Options, build, kinds, make_options, options_class, register
 from specjax.drafters.draft_model import DraftModel
 from specjax.drafters.ngram import NGram
@@ -14,6 +14,6 @@ from specjax.drafters import builtin as _builtin
 
 _builtin.register_builtin()
 
-__all__ = ["Draft", "Drafter", "DrafterBase", "Prefill", "Options", "build", "kinds", "make_options",
+__all__ = ["Draft", "Drafter", "Prefill", "Options", "build", "kinds", "make_options",
            "options_class", "register", "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP",
            "DFlash", "Eagle", "DynamicTree"]

@@ -127,9 +127,6 @@ class Drafter:
     return run_prefill(target, prompts_BxP, self.feature_layers)
 
 
-DrafterBase = Drafter  # the name older code and user drafters import
-
-
 def run_prefill(target, prompts_BxP, feature_layers=()) -> Prefill:
   """A cache-free target pass over the prompt: its hidden states and the requested layers."""
   if feature_layers:
