@@ -160,6 +160,8 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
                     ngram["overall"]["tokens_per_s"] / ngram["overall"]["baseline_tokens_per_s"], rtol=1e-3)
   table = capsys.readouterr().out
   assert "accepted/call" in table and "ngram adaptive (γ=4)" in table and "translation" in table
+  assert specbench.main(["specbench", f"--table={out}"]) == 0  # the same table, from the JSON alone
+  assert capsys.readouterr().out.strip() in table
   # bad input: one line naming the value, before anything compiles
   assert specbench.main(["specbench", *flags, "--drafters=ngram,bogus"]) == 2
   assert "'bogus'" in capsys.readouterr().err

@@ -277,6 +277,8 @@ def _flags():
   flags.DEFINE_integer("min_prompt_width", 64, "prompts are padded to a power-of-two width >= this",
                        flag_values=fv)
   flags.DEFINE_string("json_out", "", "write the result here", flag_values=fv)
+  flags.DEFINE_string("table", "", "print the table of a result JSON written by --json_out (no run)",
+                      flag_values=fv)
   return fv
 
 
@@ -305,7 +307,10 @@ def main(argv) -> int:
     if len(rest) > 1:
       raise ValueError(f"unexpected arguments: {rest[1:]}")
     _check(fv)
-  except (flags.Error, ValueError) as e:
+    if fv.table:
+      print(format_table(json.loads(pathlib.Path(fv.table).read_text())))
+      return 0
+  except (flags.Error, ValueError, OSError) as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2
   import jax  # pylint: disable=import-outside-toplevel
