@@ -17,7 +17,6 @@ errors that name the new key. Everything is checked before a model is loaded.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import pathlib
 
@@ -30,6 +29,7 @@ from specjax import loading, measure, theory
 from specjax import prompts as prompts_lib
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.models import families
+from specjax.suggest import did_you_mean
 
 # Run keys with their defaults; a config may omit the ones it does not care about.
 RUN_DEFAULTS = dict(batch_size=1, prompt_len=32, max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0,
@@ -58,9 +58,7 @@ def normalize(config) -> ml_collections.ConfigDict:
   known = set(RUN_DEFAULTS) | set(PLANNING_KEYS) | {"target", "drafter"}
   for key in config:
     if key not in known:
-      close = difflib.get_close_matches(key, sorted(known), n=1)
-      hint = f" (did you mean {close[0]!r}?)" if close else ""
-      raise ValueError(f"unknown config key {key!r}{hint}")
+      raise ValueError(f"unknown config key {key!r}{did_you_mean(key, sorted(known))}")
   for key, value in RUN_DEFAULTS.items():
     if key not in config:
       config[key] = value

@@ -12,8 +12,9 @@ Every options dataclass has ``gamma`` (drafts per round, or the tree's depth) an
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, Callable
+
+from specjax.suggest import did_you_mean
 
 _REGISTRY: dict[str, tuple[type, Callable]] = {}
 
@@ -50,9 +51,7 @@ def options_class(kind: str) -> type:
 
 def _entry(kind: str):
   if kind not in _REGISTRY:
-    close = difflib.get_close_matches(str(kind), _REGISTRY, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"unknown drafter kind {kind!r}{hint}; registered: {', '.join(kinds())}")
+    raise ValueError(f"unknown drafter kind {kind!r}{did_you_mean(kind, _REGISTRY)}; registered: {', '.join(kinds())}")
   return _REGISTRY[kind]
 
 
@@ -63,9 +62,8 @@ def make_options(kind: str, values: dict | None = None):
   names = [f.name for f in dataclasses.fields(cls)]
   for key in values:
     if key not in names:
-      close = difflib.get_close_matches(key, names, n=1)
-      hint = f" (did you mean {close[0]!r}?)" if close else ""
-      raise ValueError(f"drafter kind {kind!r} has no option {key!r}{hint}; its options: {', '.join(names)}")
+      raise ValueError(f"drafter kind {kind!r} has no option {key!r}{did_you_mean(key, names)}; "
+                       f"its options: {', '.join(names)}")
   try:
     return cls(**values)
   except (TypeError, ValueError) as e:

@@ -7,9 +7,9 @@ a config mapping such as a run config's ``target`` (``{"family": "decoder", "d_m
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
 from specjax.models import bundle
+from specjax.suggest import did_you_mean
 from specjax.models.block_drafter import BlockDrafter, BlockDrafterConfig
 from specjax.models.eagle_head import EagleConfig, EagleHead
 from specjax.models.heads import MTPConfig, MTPHead
@@ -25,9 +25,7 @@ HEADS = {cls.family: (cls, cfg) for cls, cfg in ((MTPHead, MTPConfig), (EagleHea
 def get(name: str):
   """``(module_cls, config_cls)`` of a family; an unknown name is an error that names it."""
   if name not in FAMILIES:
-    close = difflib.get_close_matches(str(name), FAMILIES, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"unknown model family {name!r}{hint}; expected one of {sorted(FAMILIES)}")
+    raise ValueError(f"unknown model family {name!r}{did_you_mean(name, FAMILIES)}; expected one of {sorted(FAMILIES)}")
   return FAMILIES[name]
 
 
@@ -47,9 +45,7 @@ def config_from_fields(fields: dict):
   names = {f.name for f in dataclasses.fields(config_cls)}
   unknown = sorted(set(fields) - names)
   if unknown:
-    close = difflib.get_close_matches(unknown[0], names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"{family} model config has no field {unknown[0]!r}{hint}")
+    raise ValueError(f"{family} model config has no field {unknown[0]!r}{did_you_mean(unknown[0], names)}")
   return module_cls, config_cls(**fields)
 
 
