@@ -1,9 +1,15 @@
 """MTP (shared-weight head, recursive chain): greedy equality, exact sampling, state bookkeeping,
-training (loss falls, orbax resume is exact), head checkpoints, clear errors."""
+training (loss falls, orbax resume is exact), head checkpoints, clear errors.
+
+Greedy equality runs the demo target with its trained MTP head (specjax/assets/demo/mtp) on held-out
+Python: the head's drafts are accepted at every depth (asserted), so the accept and commit steps
+run; an untrained head is rejected at once and equality would say little.
+"""
 import types
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -17,6 +23,7 @@ import stats_util
 
 V = 64
 MAX_NEW = 20
+DEMO_NEW = 32  # new tokens per greedy run on the demo target: several rounds even at gamma 7
 
 
 def make_mtp(target, seed=1, **overrides):
@@ -30,14 +37,20 @@ def target():
   return testing.tiny_decoder(V, seed=0)
 
 
+@pytest.fixture(scope="module")
+def demo():
+  return stats_util.demo_target(), stats_util.demo_mtp()
+
+
 @pytest.mark.parametrize("batch,gamma", [(1, 1), (3, 4), (8, 7)])
-def test_greedy_equality(target, batch, gamma):
-  prompts, lengths = stats_util.prompts(batch, seed=batch * 10 + gamma)
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
-  out = specjax.speculative_generate(target, make_mtp(target), prompts, lengths, gamma=gamma,
-                                     max_new_tokens=MAX_NEW)
+def test_greedy_equality(demo, batch, gamma):
+  target, drafter = demo
+  prompts, lengths = stats_util.demo_prompts(batch, seed=batch * 10 + gamma)
+  base = specjax.generate(target, prompts, lengths, max_new_tokens=DEMO_NEW)
+  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, max_new_tokens=DEMO_NEW)
   np.testing.assert_array_equal(out.tokens, base.tokens)
   np.testing.assert_array_equal(out.lengths, base.lengths)
+  stats_util.assert_accepts_at_every_depth(out.stats)
 
 
 def test_commit_keeps_the_hidden_state_of_the_second_to_last_token(target):
@@ -54,8 +67,9 @@ def test_commit_keeps_the_hidden_state_of_the_second_to_last_token(target):
 def test_sampled_output_is_exact():
   target = testing.tiny_decoder(8, seed=0, weight_scale=1.0)
   sampling = specjax.Sampling(temperature=1.0)
-  counts, st = stats_util.sampled_counts(target, make_mtp(target, seed=4), sampling)
+  counts, st = stats_util.sampled_counts(target, make_mtp(target, seed=4), sampling)  # gamma 2, 3 tokens
   assert 0.2 < st["acceptance_per_position"][0] < 0.95, "both accept and reject paths must be exercised"
+  stats_util.assert_full_paths(st)
   assert stats_util.chi2_pvalue(counts, stats_util.exact_joint(target, sampling)) > 1e-3
 
 
@@ -82,8 +96,12 @@ def test_head_checkpoint_round_trip_and_errors(target, tmp_path):
   folder = heads.save_head(head, tmp_path / "mtp", dtype="bfloat16")
   loaded = heads.load_head(folder)
   assert loaded.config == head.config
+  narrower = False
   for x, y in zip(jax.tree_util.tree_leaves(head.params), jax.tree_util.tree_leaves(loaded.params)):
-    np.testing.assert_allclose(x, y, rtol=1e-2, atol=1e-2)
+    rounded = np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)  # nearest, ties to even
+    np.testing.assert_array_equal(np.asarray(y, np.float32), rounded)  # exactly the bf16 values, no other loss
+    narrower |= not np.array_equal(rounded, np.asarray(x, np.float32))
+  assert narrower, "bf16 storage should round some weights"
   with pytest.raises(CheckpointError, match="missing"):
     heads.load_head(tmp_path / "nowhere")
   with pytest.raises(CheckpointError, match="shape"):
@@ -101,18 +119,25 @@ def test_incompatible_target_is_a_clear_error(target):
     specjax.speculative_generate(enc_dec, make_mtp(target), p, [3], gamma=2, max_new_tokens=4)
 
 
-def test_truncated_head_loads_its_subset_from_config(target, tmp_path):
-  """A head folder with subset.npy (scripts/train_real_heads.py): the mtp kind truncates; greedy stays exact;
-  mtp_loss with the whole vocabulary as its 'subset' equals the untruncated loss."""
+def test_truncated_head_loads_its_subset_from_config(demo, target, tmp_path):
+  """A head folder with subset.npy (scripts/train_real_heads.py): the mtp kind truncates; greedy stays exact
+  and the truncated demo head still accepts at every depth while the target emits tokens outside its
+  subset; mtp_loss with the whole vocabulary as its 'subset' equals the untruncated loss."""
+  demo_target, demo_head = demo
+  counts = np.bincount(stats_util.held_out_code(), minlength=demo_target.vocab_size)
+  subset = np.sort(np.argsort(-counts)[:48]).astype(np.int32)  # the 48 most frequent bytes of held-out code
+  folder = heads.save_head(demo_head.head, tmp_path / "mtp")
+  np.save(folder / "subset.npy", subset)
+  loaded = specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": 3}, demo_target)
+  np.testing.assert_array_equal(loaded.subset_K, subset)
+  prompts = stats_util.demo_prompts(3, seed=2)
+  ref = specjax.generate(demo_target, *prompts, max_new_tokens=DEMO_NEW)
+  out = specjax.speculative_generate(demo_target, loaded, *prompts, gamma=3, max_new_tokens=DEMO_NEW)
+  np.testing.assert_array_equal(out.tokens, ref.tokens)
+  stats_util.assert_accepts_at_every_depth(out.stats)
+  assert set(np.unique(ref.tokens)) - set(subset), "the target must emit tokens the head cannot propose"
   drafter = make_mtp(target)
   subset = np.arange(0, V, 2, dtype=np.int32)
-  folder = heads.save_head(drafter.head, tmp_path / "mtp")
-  np.save(folder / "subset.npy", subset)
-  loaded = specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": 3}, target)
-  np.testing.assert_array_equal(loaded.subset_K, subset)
-  prompts = stats_util.prompts(3, seed=2)
-  out = specjax.speculative_generate(target, loaded, *prompts, gamma=3, max_new_tokens=MAX_NEW)
-  np.testing.assert_array_equal(out.tokens, specjax.generate(target, *prompts, max_new_tokens=MAX_NEW).tokens)
   data = np.asarray(specjax.generate(target, *stats_util.prompts(4, seed=5), max_new_tokens=20).tokens)
   batch = train_heads.target_features(target, data)
   full = train_heads.mtp_loss(drafter.head.module, target, depth=2)(drafter.head.params, batch)[0]

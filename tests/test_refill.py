@@ -2,30 +2,30 @@
 
 Greedy: every prompt's tokens equal decoding the whole queue as one static batch (ragged prompts,
 EOS on, every drafter state kind: a draft model's cache, n-gram's none, MTP's shared leaves, a
-token tree, and T5's encoder cache). Sampled: the 2-token joint of refilled rows passes the
-chi-squared test against the exact target distribution, and the same check fails a lossy rule.
+token tree, and T5's encoder cache), with drafters that accept at every draft depth: the demo
+target (trained on Python) on held-out Python prompts, drafted by the demo's own draft model and
+MTP head. Sampled: the 3-token joint of refilled rows passes the chi-squared test against the exact
+target distribution, and the same check fails a lossy rule.
 """
-import jax
 import numpy as np
 import pytest
 import stats_util  # tests/ is on sys.path under pytest
 
 import specjax
 from specjax import testing
-from specjax.models import heads
 
-Q, P, N, EOS = 7, 6, 9, 5
+Q, P, N = 7, 24, 32
+EOS = ord("\n")  # the demo target writes code: rows end at different line ends
 
 
 @pytest.fixture(scope="module")
 def target():
-  return testing.tiny_decoder(vocab_size=64, num_layers=2, num_kv_heads=2)
+  return stats_util.demo_target()
 
 
 @pytest.fixture(scope="module")
 def queue():
-  rng = np.random.default_rng(0)
-  return rng.integers(1, 64, (Q, P)).astype(np.int32), rng.integers(2, P + 1, Q).astype(np.int32)
+  return stats_util.demo_prompts(Q, width=P, seed=12)
 
 
 @pytest.fixture(scope="module")
@@ -42,25 +42,24 @@ def test_autoregressive_refill_equals_one_batch(target, queue, reference, batch_
   assert out.stats["batch_size"] == batch_size and 0 < out.stats["batch_utilization"] <= 1
 
 
-def _drafter(target, name):
-  near = testing.perturbed(target, 0.3)
+def _drafter(name):
   if name == "draft_model":
-    return specjax.drafters.DraftModel(near)
+    return specjax.drafters.DraftModel(stats_util.demo_drafter_model())
   if name == "ngram":
     return specjax.drafters.NGram(2)
   if name == "specinfer_tree":
-    return specjax.drafters.SpecInfer(near, children=(2, 1, 1))
-  cfg = heads.MTPConfig(vocab_size=target.vocab_size, d_model=target.config.d_model, mlp_dim=64)
-  return specjax.drafters.MTP(heads.init_head(heads.MTPHead(cfg), 1))  # state with shared (batch-free) leaves
+    return specjax.drafters.SpecInfer(stats_util.demo_drafter_model(), children=(2, 1, 1))
+  return stats_util.demo_mtp()  # state with shared (batch-free) leaves
 
 
 @pytest.mark.parametrize("name", ["draft_model", "ngram", "specinfer_tree", "mtp"])
 def test_speculative_refill_equals_autoregressive(target, queue, reference, name):
-  out = specjax.speculative_generate(target, _drafter(target, name), *queue, gamma=3, max_new_tokens=N, eos_id=EOS,
+  out = specjax.speculative_generate(target, _drafter(name), *queue, gamma=3, max_new_tokens=N, eos_id=EOS,
                                      batch_size=3)
   np.testing.assert_array_equal(out.tokens, reference.tokens)
   np.testing.assert_array_equal(out.lengths, reference.lengths)
   assert out.stats["batch_size"] == 3
+  stats_util.assert_accepts_at_every_depth(out.stats)
 
 
 def test_t5_refill_equals_one_batch():
@@ -73,6 +72,7 @@ def test_t5_refill_equals_one_batch():
   spec = specjax.speculative_generate(t5, specjax.drafters.DraftModel(testing.perturbed(t5, 0.2)), prompts, lengths,
                                       gamma=2, max_new_tokens=6, batch_size=2)
   np.testing.assert_array_equal(spec.tokens, ref.tokens)
+  stats_util.assert_accepts_at_every_depth(spec.stats)
 
 
 V, N_SAMPLES, ROWS = 8, 20_000, 512
@@ -86,23 +86,20 @@ def small_pair():
 
 def _refill_counts(target, drafter, lenience):
   sampling = specjax.Sampling(temperature=1.0)
-  prompts = np.repeat(stats_util.PROMPT, N_SAMPLES, 0)
-  out = specjax.speculative_generate(target, drafter, prompts, np.full((N_SAMPLES,), prompts.shape[1]), gamma=2,
-                                     max_new_tokens=2, sampling=sampling, rng=jax.random.PRNGKey(0),
-                                     lenience=lenience, batch_size=ROWS, allow_lossy=True)
-  counts = np.zeros((V, V))
-  np.add.at(counts, (out.tokens[:, 0], out.tokens[:, 1]), 1)
-  return counts, stats_util.exact_joint(target, sampling)
+  counts, st = stats_util.sampled_counts(target, drafter, sampling, N_SAMPLES, gamma=2, lenience=lenience,
+                                         batch_size=ROWS)  # gamma + 1 = 3 tokens: the bonus is in the joint
+  return counts, st, stats_util.exact_joint(target, sampling, tokens=3)
 
 
 def test_refill_sampling_is_exact(small_pair):
-  counts, joint = _refill_counts(*small_pair, lenience=1.0)
+  counts, st, joint = _refill_counts(*small_pair, lenience=1.0)
   assert counts.sum() == N_SAMPLES
+  stats_util.assert_full_paths(st)
   assert stats_util.chi2_pvalue(counts, joint) > 1e-3
 
 
 def test_refill_check_has_power(small_pair):
-  counts, joint = _refill_counts(*small_pair, lenience=0.3)
+  counts, _, joint = _refill_counts(*small_pair, lenience=0.3)
   assert stats_util.chi2_pvalue(counts, joint) < 1e-3
 
 

@@ -1,16 +1,22 @@
 """Per-layer sliding windows (Gemma 3 / Mistral style) with every family piece on, no transformers:
 a naive per-query reference forward equals specjax.logits; cached prefill + steps (ragged rows,
 rollback) equal the full forward past the window; greedy speculative == greedy autoregressive for
-chain, tree and head drafters; a draft deeper than the window is refused."""
+chain, tree and head drafters, each accepted at every draft depth (the MTP, DFlash and Medusa heads
+fitted in this module to the target's greedy text for the batch-3 prompts, tests/head_fit.py); a
+draft deeper than the window is refused."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import head_fit
+import stats_util
 import specjax
 from specjax import testing
 from specjax.drafters import medusa as medusa_lib
 from specjax.models import api, block_drafter, heads, kv_cache
+from specjax.train import heads as train_heads
+from specjax.train import medusa as train_medusa
 
 V = 64
 WINDOWS = (3, 0, 3)  # local, global, local
@@ -178,27 +184,43 @@ def baselines(target):
   return out
 
 
-def _make(name, target):
+FIT_WIDTH = 16  # each fitted row: its prompt, then the target's first 16 - len(prompt) new tokens
+
+
+@pytest.fixture(scope="module")
+def fitted(target, baselines):
+  """MTP, DFlash and Medusa heads fitted (300 Adam steps each) to the target's greedy text for the batch-3
+  prompts, the first 7..12 new tokens of each row: their drafts are accepted at every depth, and the
+  rest of each row, which they never saw, still brings rejections."""
   tc = target.config
+  rows = head_fit.full_rows(*_prompts(3, seed=3), baselines[3].tokens, FIT_WIDTH)
+  batch = train_heads.target_features(target, rows, (0, 2))
+  mtp = heads.init_head(heads.MTPHead(heads.MTPConfig(vocab_size=V, d_model=tc.d_model, mlp_dim=64)), 1)
+  mtp_params, _ = head_fit.fit(mtp.params, train_heads.mtp_loss(mtp.module, target, depth=2), batch,
+                               learning_rate=1e-2)
+  module = block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
+      vocab_size=V, d_model=tc.d_model, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=64,
+      target_layers=(0, 2), block_size=3))
+  dflash = heads.init_head(module, 2)
+  anchors = np.tile(np.arange(1, FIT_WIDTH - 3 + 1, dtype=np.int32)[None], (len(rows), 1))  # every block
+  dflash_params, _ = head_fit.fit(dflash.params, train_heads.dflash_loss(module, target), dict(batch, anchors=anchors),
+                                  learning_rate=1e-2)
+  medusa_heads, _ = head_fit.fit(medusa_lib.init_heads(None, 2, tc.d_model),
+                                 train_medusa.medusa_kl_loss(medusa_lib.target_lm_head(target), 2),
+                                 {"tokens": batch["tokens"], "hidden": batch["hidden"]}, learning_rate=1e-2)
+  return {"mtp": specjax.drafters.MTP(mtp.replace(params=mtp_params)),
+          "dflash": specjax.drafters.DFlash(dflash.replace(params=dflash_params)),
+          "medusa": medusa_lib.Medusa.create(target, medusa_heads, paths=((0,), (1,), (0, 0), (1, 0)))}
+
+
+def _make(name, target, fitted):
   if name == "ngram":
     return specjax.drafters.NGram(3)
   if name == "draft_model":
     return specjax.drafters.DraftModel(testing.perturbed(target, 0.05, seed=2))
   if name == "specinfer":  # windowed small model too: its own window must exceed the tree's depth
     return specjax.drafters.SpecInfer(testing.perturbed(target, 0.05, seed=2), children=(2, 2))
-  if name == "mtp":
-    return specjax.drafters.MTP(heads.init_head(heads.MTPHead(heads.MTPConfig(
-        vocab_size=V, d_model=tc.d_model, mlp_dim=64)), 1))
-  if name == "dflash":
-    module = block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
-        vocab_size=V, d_model=tc.d_model, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=64,
-        target_layers=(0, 2), block_size=3))
-    return specjax.drafters.DFlash(heads.init_head(module, 2))
-  if name == "medusa":
-    hs = medusa_lib.init_heads(None, 2, tc.d_model)
-    hs = jax.tree_util.tree_map(lambda x: 0.1 * jax.random.normal(jax.random.PRNGKey(7), x.shape), hs)
-    return medusa_lib.Medusa.create(target, hs, paths=((0,), (1,), (0, 0), (1, 0)))
-  raise KeyError(name)
+  return fitted[name]
 
 
 CASES = [(name, gamma, 3) for name, gamma in (("draft_model", 1), ("draft_model", 2), ("ngram", 2), ("specinfer", 2),
@@ -207,12 +229,13 @@ CASES += [("draft_model", 2, 1), ("specinfer", 2, 1)]  # batch 1 too (each case 
 
 
 @pytest.mark.parametrize("name,gamma,batch", CASES)
-def test_greedy_speculative_equals_autoregressive(target, baselines, name, gamma, batch):
+def test_greedy_speculative_equals_autoregressive(target, baselines, fitted, name, gamma, batch):
   prompts, lengths = _prompts(batch, seed=batch)
-  out = specjax.speculative_generate(target, _make(name, target), prompts, lengths, gamma=gamma,
+  out = specjax.speculative_generate(target, _make(name, target, fitted), prompts, lengths, gamma=gamma,
                                      max_new_tokens=MAX_NEW)
   np.testing.assert_array_equal(out.tokens, baselines[batch].tokens)
   np.testing.assert_array_equal(out.lengths, baselines[batch].lengths)
+  stats_util.assert_accepts_at_every_depth(out.stats, rejected=batch > 1)  # one row may accept every draft
   if name in ("draft_model", "specinfer"):  # a near copy: drafts are accepted
     assert out.stats["mean_accepted"] > 0.3, out.stats
 

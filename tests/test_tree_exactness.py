@@ -1,9 +1,12 @@
 """Token trees keep the target's distribution: multi-round verification with i.i.d. siblings and
 with siblings drawn without replacement (recursive rejection sampling), on width-3 trees.
 
-Same design as test_exactness.py: 20k rows share one prompt, each generates 2 tokens, and a
-chi-squared test compares the 64 joint counts with the exact target distribution. A plausible
-wrong variant (forgetting to update q after a without-replacement rejection) must fail it.
+Same design as test_exactness.py: 20k rows share one prompt, each generates depth + 1 = 3 tokens
+(a row whose first round accepts a whole root-to-leaf path also emits its bonus token), and a
+chi-squared test compares the 512 joint counts with the exact target distribution, computed
+without specjax.sampling. Plausible wrong variants (forgetting to update q after a
+without-replacement rejection; drawing the bonus token after a full path from q instead of p)
+must fail it.
 """
 import functools
 
@@ -13,17 +16,13 @@ import numpy as np
 import pytest
 
 import specjax
+import stats_util
 from specjax import accept, testing
 from specjax import tree as tree_lib
 from specjax.drafters.medusa import Medusa, init_heads
 from specjax.drafters.specinfer import SpecInfer
 
-from test_exactness import N, PROMPT, V, chi2_pvalue as _chi2_pvalue, exact_joint
-
-
-def chi2_pvalue(counts, joint):
-  joint = np.asarray(joint, np.float64)  # float32 probabilities sum to 1 only to ~1e-7
-  return _chi2_pvalue(counts, joint / joint.sum())
+from test_exactness import N, PROMPT, V, chi2_pvalue, exact_joint
 
 CHILDREN = (3, 3)  # width 3 at depth 1, 9 nodes at depth 2
 T1 = specjax.Sampling(temperature=1.0)
@@ -40,11 +39,10 @@ def pair():
 def tree_counts(target, drafter, sampling, seed=0):
   prompts = np.repeat(PROMPT, N, 0)
   lengths = np.full((N,), PROMPT.shape[1])
-  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=drafter.tree.max_depth,
-                                     max_new_tokens=2, sampling=sampling, rng=jax.random.PRNGKey(seed))
-  counts = np.zeros((V, V))
-  np.add.at(counts, (out.tokens[:, 0], out.tokens[:, 1]), 1)
-  return counts, out.stats
+  depth = drafter.tree.max_depth
+  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=depth, max_new_tokens=depth + 1,
+                                     sampling=sampling, rng=jax.random.PRNGKey(seed))
+  return stats_util.token_counts(out.tokens, V), out.stats
 
 
 @pytest.mark.parametrize("siblings", ["iid", "without_replacement"])
@@ -52,7 +50,7 @@ def test_specinfer_multi_round_is_exact(pair, siblings):
   target, small = pair
   counts, st = tree_counts(target, SpecInfer(small, children=CHILDREN, siblings=siblings), T1)
   assert 0.2 < st["acceptance_per_position"][0] < 0.98, "both accept and reject paths must be exercised"
-  assert st["accepted_per_position"][1] > 0
+  stats_util.assert_full_paths(st)
   assert not st["lossy"]
   assert chi2_pvalue(counts, exact_joint(target, T1)) > 1e-3
 
@@ -61,7 +59,8 @@ def test_without_replacement_with_top_k_sampling_is_exact(pair):
   """top_k=3 < width 3 + rejected ones: q's support runs out, exhausted siblings must be skipped."""
   target, small = pair
   sampling = specjax.Sampling(temperature=0.8, top_k=3)
-  counts, _ = tree_counts(target, SpecInfer(small, children=(4, 2), siblings="without_replacement"), sampling)
+  counts, st = tree_counts(target, SpecInfer(small, children=(4, 2), siblings="without_replacement"), sampling)
+  stats_util.assert_full_paths(st)
   assert chi2_pvalue(counts, exact_joint(target, sampling)) > 1e-3
 
 
@@ -71,7 +70,7 @@ def test_medusa_sampled_tree_is_exact(pair):
   heads["w_KxExE"] = 0.5 * jax.random.normal(jax.random.PRNGKey(1), heads["w_KxExE"].shape) / 6
   medusa = Medusa.create(target, heads, paths=tree_lib.full_paths((3, 2)))
   counts, st = tree_counts(target, medusa, T1)
-  assert st["accepted_per_position"][0] > 0
+  stats_util.assert_full_paths(st)
   assert chi2_pvalue(counts, exact_joint(target, T1)) > 1e-3
 
 
@@ -85,7 +84,22 @@ def test_check_rejects_stale_q_after_without_replacement_rejection(pair, monkeyp
   finally:
     monkeypatch.undo()
     jax.clear_caches()
-  assert chi2_pvalue(counts, exact_joint(target, T1)) < 1e-6
+  pvalue = chi2_pvalue(counts, exact_joint(target, T1))
+  print("stale-q p-value", pvalue, "2-token marginal", chi2_pvalue(counts, exact_joint(target, T1, tokens=2)))
+  assert pvalue < 1e-6
+
+
+def test_check_rejects_a_bonus_token_drawn_from_q_after_a_full_path(pair, monkeypatch):
+  """After a whole root-to-leaf path is accepted the next token comes from p at the leaf; drawing it
+  from the drafter's q there (the distribution the leaf itself was drawn from) must fail the check."""
+  target, small = pair
+  wrong = stats_util.bonus_rule_patch(accept.multi_round, "q")
+  counts, st = stats_util.run_patched(monkeypatch, accept, "multi_round", wrong, lambda: tree_counts(
+      target, SpecInfer(small, children=CHILDREN, siblings="without_replacement"), T1))
+  stats_util.assert_full_paths(st)
+  pvalue = chi2_pvalue(counts, exact_joint(target, T1))
+  print("wrong bonus rule p-value", pvalue)
+  assert pvalue < 1e-6
 
 
 def test_deterministic_top_k_siblings_need_greedy_or_an_explicit_lossy_rule(pair):
@@ -107,7 +121,7 @@ def test_multi_round_unit_residual_and_exhausted_support():
   toks = jnp.array([[0, 1, 1]])
   for wr in (False, True):
     leaf, nxt = accept.multi_round(jax.random.PRNGKey(0), p, q, toks, tree, wr)
-    assert int(leaf[0]) == 1
+    assert int(leaf[0]) == 1 and int(nxt[0]) == 0  # a leaf accepted: the bonus from p there, one-hot on 0
   q_peak = jnp.array([[[0, 0, 0], [0, 0, 1.0], [0, 0, 1.0]]], jnp.float32)  # drafts a token p never emits
   toks = jnp.array([[0, 2, 2]])
   for wr in (False, True):

@@ -1,13 +1,16 @@
 """Draft-vocabulary truncation (specjax.drafters.vocab): lossless and greedy-exact.
 
 A drafter whose output layer covers K < V ids: q is zero outside the subset, those tokens are never
-proposed and the residual emits them. Checked by the chi-squared test of test_exactness (with a
-power check: two deliberately wrong rules must fail it) and by greedy equality with generate.
+proposed and the residual emits them. Checked by the chi-squared test of test_exactness (3 tokens
+at gamma 2, so fully accepted chains and their bonus token are in the joint; with a power check:
+two deliberately wrong rules must fail it) and by greedy equality with generate, on the demo target
+with its trained heads and draft model cut to the subset, which accept at every draft depth.
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import head_fit
 import stats_util  # tests/ is on sys.path under pytest
 
 import specjax
@@ -36,8 +39,9 @@ def setup():
 
 
 def counts_and_joint(target, drafter, sampling=T1):
-  counts, st = stats_util.sampled_counts(target, drafter, sampling, N, gamma=2)
-  return counts, st, stats_util.exact_joint(target, sampling)
+  counts, st = stats_util.sampled_counts(target, drafter, sampling, N, gamma=2)  # 3 tokens
+  stats_util.assert_full_paths(st)
+  return counts, st, stats_util.exact_joint(target, sampling, tokens=3)
 
 
 def test_truncated_draft_lm_is_exact(setup):
@@ -133,52 +137,80 @@ def test_check_rejects_a_missing_d2t_map(setup, monkeypatch):
   assert pvalue < 1e-6
 
 
-def make_mtp(target):
-  from specjax.models import heads  # pylint: disable=import-outside-toplevel
-  cfg = heads.MTPConfig(vocab_size=target.vocab_size, d_model=target.config.d_model, mlp_dim=64)
-  return specjax.drafters.MTP(heads.init_head(heads.MTPHead(cfg), 1))
+DEMO_K, DEMO_NEW = 64, 32
 
 
-def make_dflash(target, block_size):
-  from specjax.models import block_drafter, heads  # pylint: disable=import-outside-toplevel
-  tc = target.config
-  cfg = block_drafter.BlockDrafterConfig(
-      vocab_size=tc.vocab_size, d_model=tc.d_model, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=64,
-      target_layers=block_drafter.spaced_layers(tc.num_layers, 2), block_size=block_size)
-  return specjax.drafters.DFlash(heads.init_head(block_drafter.BlockDrafter(cfg), 2))
+def _fitted_draft_lm(target, subset, rows_BxT):
+  """A K-wide draft_lm (FR-Spec: frozen target embedding in, the target's LM-head columns of the subset
+  out) fitted by cross-entropy to ``rows_BxT`` (the target's own greedy text; tokens outside the subset
+  carry no label): a small drafter that accepts."""
+  import optax  # pylint: disable=import-outside-toplevel
+  cfg = draft_lm.DraftLMConfig(vocab_size=target.vocab_size, embed_dim=target.config.d_model, out_vocab=len(subset),
+                               d_model=64, num_layers=1, num_heads=2, num_kv_heads=2, head_dim=32, mlp_dim=128,
+                               frozen_head=True)
+  model = draft_lm.init(cfg, target, seed=5, subset_K=subset)
+  inverse = np.full((target.vocab_size,), -1, np.int32)
+  inverse[subset] = np.arange(len(subset))
+
+  def loss_fn(params, tokens):
+    logits = model.module.apply({"params": params}, tokens[:, :-1])[0]
+    labels = jnp.asarray(inverse)[tokens[:, 1:]]
+    weight = (labels >= 0).astype(jnp.float32)
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.maximum(labels, 0))
+    return jnp.sum(nll * weight) / jnp.sum(weight), {}
+
+  params, losses = head_fit.fit(model.params, loss_fn, jnp.asarray(rows_BxT), steps=300, learning_rate=3e-3)
+  assert losses[-1] < 0.3 * losses[0], losses[[0, -1]]
+  return model.replace(params=params)
 
 
-def test_greedy_equals_autoregressive(batch=3):
-  """Ragged batch of 3 (one full-width row): a K-wide head (draft_lm, also expanding a SpecInfer tree),
-  a V-wide model cut to K, MTP / DFlash heads reading only the subset's LM-head columns, a bigram table."""
-  vocab_size, k = 64, 24
-  target = testing.tiny_decoder(vocab_size, seed=0)
-  counts = np.asarray(jax.random.randint(jax.random.PRNGKey(1), (vocab_size,), 0, 100))
-  subset = vocab.top_k_subset(counts, k)
-  cfg = draft_lm.DraftLMConfig(vocab_size=vocab_size, embed_dim=target.config.d_model, out_vocab=k, d_model=32,
-                               num_layers=2, num_heads=2, num_kv_heads=2, head_dim=16, mlp_dim=64, frozen_head=True)
-  drafters = [specjax.drafters.DraftModel(draft_lm.init(cfg, target, seed=5, subset_K=subset), jnp.asarray(subset)),
-              specjax.drafters.DraftModel(testing.perturbed(target, 0.1), jnp.asarray(subset)),
-              make_mtp(target).replace(subset_K=jnp.asarray(subset)),
-              make_dflash(target, block_size=4).replace(subset_K=jnp.asarray(subset)),
-              specjax.drafters.SpecInfer(draft_lm.init(cfg, target, seed=5, subset_K=subset), children=(2, 1, 1),
-                                         subset_K=jnp.asarray(subset)),
-              specjax.drafters.TableDrafter.from_corpus(np.asarray(stats_util.prompts(batch, vocab=vocab_size)[0]),
-                                                        vocab_size, subset_K=subset)]
-  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
-  med = medusa.Medusa.create(target, medusa.init_heads(None, 3, target.config.d_model),
-                             paths=tree_lib.full_paths((2, 1, 1)), subset_K=subset)
-  out = specjax.speculative_generate(target, med, *stats_util.prompts(batch, vocab=vocab_size), gamma=3,
-                                     max_new_tokens=24)
-  np.testing.assert_array_equal(out.tokens, specjax.generate(target, *stats_util.prompts(batch, vocab=vocab_size),
-                                                             max_new_tokens=24).tokens)
-  prompts, lengths = stats_util.prompts(batch, vocab=vocab_size)
-  ref = specjax.generate(target, prompts, lengths, max_new_tokens=24)
-  for drafter in drafters:
-    out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=3, max_new_tokens=24)
-    np.testing.assert_array_equal(out.tokens, ref.tokens)
-    assert out.stats["accepted_per_position"][0] > 0 or drafter is not drafters[1]
-    assert set(np.unique(ref.tokens)) - set(subset), "the target must emit tokens the drafter cannot propose"
+@pytest.fixture(scope="module")
+def demo_setup():
+  """The demo target, its DEMO_K most frequent held-out code tokens as the subset, 3 ragged prompts and
+  the reference greedy text."""
+  target = stats_util.demo_target()
+  prompts, lengths = stats_util.demo_prompts(3, seed=4)
+  ref = specjax.generate(target, prompts, lengths, max_new_tokens=DEMO_NEW)
+  # the most frequent tokens of held-out code, less the two letters the target emits most here: the
+  # drafters can never propose those, the residual must emit them
+  emitted = np.argsort(-np.bincount(ref.tokens.ravel(), minlength=target.vocab_size))
+  letters = [t for t in emitted if t < 128 and chr(t).isalpha()]
+  counts = np.bincount(stats_util.held_out_code(), minlength=target.vocab_size)
+  subset = np.setdiff1d(vocab.top_k_subset(counts, DEMO_K + 2), letters[:2])[:DEMO_K].astype(np.int32)
+  assert len(subset) == DEMO_K and np.isin(ref.tokens, letters[:2]).sum() >= 2
+  rows = head_fit.full_rows(prompts, lengths, ref.tokens, prompts.shape[1] + 12)  # the first 7..19 new tokens
+  return target, jnp.asarray(subset), prompts, lengths, ref, _fitted_draft_lm(target, subset, rows)
+
+
+def _truncated_drafter(name, target, subset, small):
+  if name == "draft_lm":  # a K-wide head
+    return specjax.drafters.DraftModel(small, subset)
+  if name == "cut_model":  # a V-wide model cut to K
+    return specjax.drafters.DraftModel(testing.perturbed(target, 0.1), subset)
+  if name == "mtp":  # the trained demo heads, reading only the subset's LM-head columns
+    return stats_util.demo_mtp(subset)
+  if name == "dflash":
+    return stats_util.demo_dflash(subset)
+  if name == "medusa":
+    return stats_util.demo_medusa(tree_lib.full_paths((2, 1, 1)), subset)
+  if name == "specinfer":  # the K-wide head expanding a tree
+    return specjax.drafters.SpecInfer(small, children=(2, 1, 1), subset_K=subset)
+  if name == "bigram":
+    return specjax.drafters.TableDrafter.from_corpus(stats_util.held_out_code()[:200_000], target.vocab_size,
+                                                     subset_K=np.asarray(subset))
+  raise KeyError(name)
+
+
+@pytest.mark.parametrize("name", ["draft_lm", "cut_model", "mtp", "dflash", "medusa", "specinfer", "bigram"])
+def test_greedy_equals_autoregressive(demo_setup, name):
+  """Ragged batch of 3 (held-out Python, one full-width row) on the demo target, gamma 3: a K-wide head
+  (draft_lm, also expanding a SpecInfer tree), a V-wide model cut to K, the trained MTP / DFlash /
+  Medusa heads reading only the subset's LM-head columns, a bigram table; each accepts at every depth."""
+  target, subset, prompts, lengths, ref, small = demo_setup
+  out = specjax.speculative_generate(target, _truncated_drafter(name, target, subset, small), prompts, lengths,
+                                     gamma=3, max_new_tokens=DEMO_NEW)
+  np.testing.assert_array_equal(out.tokens, ref.tokens)
+  stats_util.assert_accepts_at_every_depth(out.stats)
 
 
 def test_subset_helpers_and_errors(tmp_path):
