@@ -111,13 +111,14 @@ def test_bad_batch_size_is_an_error(target, queue):
 
 
 def test_cli_refill_decodes_every_prompt_of_the_file(tmp_path):
-  from specjax import run as sj_run  # pylint: disable=import-outside-toplevel
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
   from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
   import pathlib  # pylint: disable=import-outside-toplevel
   path = tmp_path / "prompts.txt"
   path.write_text("def add(a, b):\nclass Point:\nimport os\n")
-  config = sibling_config(str(pathlib.Path(sj_run.__file__).parents[1] / "configs" / "demo.py"), "demo")
-  config.update(dict(prompts_file=str(path), batch_size=2, refill=True, max_new_tokens=6, gamma=2, repeats=1))
-  summary = sj_run.run(config, verbose=False)
+  config = sibling_config(str(pathlib.Path(experiment.__file__).parents[1] / "configs" / "demo.py"), "demo")
+  config.update(dict(prompts_file=str(path), batch_size=2, refill=True, max_new_tokens=6, repeats=1))
+  config.drafter.gamma = 2
+  summary = experiment.run(config, verbose=False)
   assert summary["refill"] and summary["batch_size"] == 2 and summary["num_prompts"] == 3
   assert summary["identical_to_autoregressive"]

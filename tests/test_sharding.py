@@ -261,8 +261,8 @@ def test_megatron_layout_pays_two_all_reduces_per_layer():
 
 def _tiny_plan(mesh="2x4"):
   layer = dict(DIMS, family="decoder", d_model=32, num_kv_heads=8, tie_embeddings=False)
-  return dict(target=dict(layer, num_layers=6), drafter=dict(layer, num_layers=1), drafter_kind="draft_model",
-              gamma=GAMMA, mesh=mesh, hardware="h100", alpha=0.8, batch_size=2, prompt_len=8, max_new_tokens=8,
+  return dict(target=dict(layer, num_layers=6),
+              drafter=dict(kind="draft_model", gamma=GAMMA, model=dict(layer, num_layers=1)), mesh=mesh, hardware="h100", alpha=0.8, batch_size=2, prompt_len=8, max_new_tokens=8,
               temperature=0.0)
 
 
@@ -287,16 +287,17 @@ def test_dry_run_tiny_plan():
 def test_chinchilla_config_fields():
   cfg = dryrun._load_config(str(pathlib.Path(__file__).parents[1] / "configs" / "chinchilla70b_4b.py"))
   assert (cfg.target.num_layers, cfg.target.d_model, cfg.target.num_heads, cfg.target.head_dim) == (80, 8192, 64, 128)
-  assert (cfg.drafter.num_layers, cfg.drafter.d_model, cfg.mesh) == (8, 6144, "1x16")
-  assert (cfg.gamma, cfg.hardware, cfg.drafter_kind, cfg.batch_size) == (4, "tpu_v4", "draft_model", 1)
+  assert (cfg.drafter.model.num_layers, cfg.drafter.model.d_model, cfg.mesh) == (8, 6144, "1x16")
+  assert (cfg.drafter.gamma, cfg.hardware, cfg.drafter.kind, cfg.batch_size) == (4, "tpu_v4", "draft_model", 1)
   assert dryrun.mesh_size(cfg) == 16 and cfg.paper.baseline_ms_per_token == 14.1
   cpu = dryrun._load_config(str(pathlib.Path(__file__).parents[1] / "configs" / "chinchilla70b_4b.py") + ":cpu")
-  assert cpu.target.num_layers == 10 * cpu.drafter.num_layers and dryrun.mesh_size(cpu) == 1
-  dryrun.build_module(cpu.target.to_dict()), dryrun.build_module(cpu.drafter.to_dict())
+  assert cpu.target.num_layers == 10 * cpu.drafter.model.num_layers and dryrun.mesh_size(cpu) == 1
+  dryrun.build_module(cpu.target.to_dict()), dryrun.build_module(cpu.drafter.model.to_dict())
 
 
 def test_dry_run_needing_more_devices_runs_in_a_subprocess():
-  plan = dict(_tiny_plan(mesh="2x8"), drafter_kind="ngram")
+  plan = _tiny_plan(mesh="2x8")
+  plan["drafter"] = dict(kind="ngram", gamma=GAMMA)
   plan["target"]["num_layers"] = 2  # compiled as is: 2 compiles in the child process
   r = dryrun.dry_run(plan)
   assert r["num_devices"] == 16 and r["compile_backend"] == "cpu"

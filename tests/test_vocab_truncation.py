@@ -249,10 +249,11 @@ def test_subset_helpers_and_errors(tmp_path):
   loaded = specjax.drafters.build("draft_model", {"checkpoint": str(tmp_path / "d")}, target)
   np.testing.assert_array_equal(loaded.subset_K, [1, 5, 7, 9])
   assert loaded.num_params == small.num_params - 16 * 32  # the target's embedding is not the drafter's
-  from specjax import run as sj_run  # pylint: disable=import-outside-toplevel
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
   import ml_collections  # pylint: disable=import-outside-toplevel
-  config = ml_collections.ConfigDict({"drafter_kind": "draft_model", "drafter": {"checkpoint": str(tmp_path / "d")}})
-  from_run = sj_run.make_drafter(config, None, target)  # what `python -m specjax.run` builds for the bundle
+  config = experiment.normalize(ml_collections.ConfigDict({"target": {}, "drafter": {"kind": "draft_model",
+                                                                                     "checkpoint": str(tmp_path / "d")}}))
+  from_run = experiment.make_drafter(config, target)  # what `python -m specjax.run` builds for the bundle
   np.testing.assert_array_equal(from_run.subset_K, [1, 5, 7, 9])
   with pytest.raises(specjax.checkpoint.CheckpointError, match="vocab_size=16 differs"):
     draft_lm.load(tmp_path / "d", testing.tiny_decoder(32, seed=0))
