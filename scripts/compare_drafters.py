@@ -4,7 +4,7 @@
   python scripts/compare_drafters.py --families=draft_model,specinfer --batch_sizes=1 --temperatures=0
   python scripts/compare_drafters.py --variant=specinfer_w2:specinfer:specinfer_children=2,1,1,1,1,1,1:gamma=7
 
-Each row is one ``specjax.run.run`` (the CLI's measurement): the autoregressive baseline and the
+Each row is one ``specjax.experiment.run`` (the CLI's measurement): the autoregressive baseline and the
 speculative run timed alternately in one process (so load drifts hit both), c = one drafting round
 / gamma / one target step, v = one verify pass / one target step, both measured for every drafter.
 Writes ``families.{json,csv,md}`` under ``--out_dir`` and prints the markdown table.

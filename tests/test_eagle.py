@@ -220,9 +220,9 @@ def test_errors(tiny):
 
 def test_eagle_demo_config_runs_through_the_cli_path():
   from specjax import config_util  # pylint: disable=import-outside-toplevel
-  from specjax import run as run_lib  # pylint: disable=import-outside-toplevel
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
   root = pathlib.Path(__file__).parent.parent / "configs"
   config = config_util.sibling_config(str(root / "demo.py"), "eagle_demo", "dynamic")
   config.max_new_tokens, config.batch_size, config.repeats = 24, 2, 1
-  summary = run_lib.run(config, verbose=False)
+  summary = experiment.run(config, verbose=False)
   assert summary["identical_to_autoregressive"] is True and summary["tokens_per_iteration"] > 1.5, summary

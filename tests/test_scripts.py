@@ -124,7 +124,7 @@ def test_compare_hf_tokens_identical_and_batch_refusal(tmp_path, cache_dir):
 
 
 def test_compare_drafters_one_table_over_families(tmp_path, cache_dir):
-  """Every family runs through specjax.run.run; greedy rows equal autoregressive; c, v, params filled."""
+  """Every family runs through specjax.experiment.run; greedy rows equal autoregressive; c, v, params filled."""
   families = "draft_model,ngram,specinfer,medusa,mtp"
   _run("compare_drafters.py", ["--pair=configs/tiny_random.py", f"--families={families}", "--batch_sizes=1",
                                "--temperatures=0", "--max_new_tokens=8", "--repeats=1", f"--out_dir={tmp_path}",
