@@ -10,7 +10,8 @@ from specjax.train import loop
 from specjax.train import heads as train_heads
 from specjax.train import medusa as medusa_train
 
-from test_greedy_equality import MAX_NEW, V, _prompts
+from stats_util import prompts as _prompts
+from test_greedy_equality import MAX_NEW, V
 
 NUM_HEADS, PROMPT_LEN = 3, 8
 SPARSE = ((0,), (1,), (2,), (3,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 1, 0), (1, 0, 0))

@@ -11,7 +11,8 @@ from specjax.drafters.specinfer import SpecInfer
 from specjax.tree import chain_with_branches
 from specjax.models import api, kv_cache
 
-from test_greedy_equality import MAX_NEW, V, _prompts
+from stats_util import prompts as _prompts
+from test_greedy_equality import MAX_NEW, V
 
 forward = jax.jit(api.forward)  # eager flax dispatch is slower than one compile here
 full_logits = jax.jit(specjax.logits)
