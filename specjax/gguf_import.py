@@ -135,6 +135,11 @@ def gguf_weights(reader, cfg: dict, arch: str, path):
   the importer takes it, so a whole float32 copy of the model is never held twice here."""
   from specjax.hf_import import weights as hf_weights  # pylint: disable=import-outside-toplevel
   gguf = _gguf()
+  for t in reader.tensors:  # integer tensors are never weights: name them before anything else
+    qtype = gguf.GGMLQuantizationType(t.tensor_type)
+    if qtype.name in ("I8", "I16", "I32", "I64"):
+      raise CheckpointError(f"{path}: tensor {t.name!r} has type {qtype.name}, which the gguf package "
+                            f"cannot dequantize")
   by_name = {_hf_name(t.name, arch, path): t for t in reader.tensors}
 
   def read(name):
