@@ -45,7 +45,7 @@ def _free_compiled_programs():
 # Each entry says why; keep the list short. Everything else CI installs (.ci/run: every extra), so an
 # importorskip or skipif that fires there is a broken environment or a hidden failure, not a skip.
 CI_ALLOWED_SKIPS = (  # (substring of the skip reason, why it may skip in CI)
-    ("no Qwen2.5 GGUF here", "the Qwen2.5-Coder GGUFs (1.6 GB) come from a model hub on request, never in CI"),
+    ("no Qwen2.5 GGUF here", "the Qwen2.5-Coder GGUFs (1.6 GB of PyPI byte parts) are fetched on request, never in CI"),
     ("fetch them (1.6 GB)", "the same files, for the Qwen2 parity tests"),
 )
 
