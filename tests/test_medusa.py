@@ -11,7 +11,9 @@ from specjax.train import heads as train_heads
 from specjax.train import medusa as medusa_train
 
 from stats_util import prompts as _prompts
-from test_greedy_equality import MAX_NEW, V
+
+V = 64
+MAX_NEW = 20
 
 NUM_HEADS, PROMPT_LEN = 3, 8
 SPARSE = ((0,), (1,), (2,), (3,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 1, 0), (1, 0, 0))

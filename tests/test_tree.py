@@ -12,7 +12,9 @@ from specjax.tree import chain_with_branches
 from specjax.models import api, kv_cache
 
 from stats_util import prompts as _prompts
-from test_greedy_equality import MAX_NEW, V
+
+V = 64
+MAX_NEW = 20
 
 forward = jax.jit(api.forward)  # eager flax dispatch is slower than one compile here
 full_logits = jax.jit(specjax.logits)
