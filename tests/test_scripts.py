@@ -128,7 +128,7 @@ def test_compare_drafters_one_table_over_families(tmp_path, cache_dir):
   families = "draft_model,ngram,specinfer,medusa,mtp"
   _run("compare_drafters.py", ["--pair=configs/tiny_random.py", f"--families={families}", "--batch_sizes=1",
                                "--temperatures=0", "--max_new_tokens=8", "--repeats=1", f"--out_dir={tmp_path}",
-                               "--variant=sparse:specinfer:specinfer_paths=chain3+1x1:gamma=3"], cache_dir, timeout=900)
+                               "--variant=sparse:specinfer:drafter.paths=chain3+1x1:drafter.gamma=3"], cache_dir, timeout=900)
   rows = {r["family"]: r for r in json.loads((tmp_path / "families.json").read_text())["rows"]}
   assert list(rows) == families.split(",") + ["sparse"]
   for r in rows.values():
