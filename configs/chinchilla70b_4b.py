@@ -37,7 +37,7 @@ PAPER = {
     "source": "Chen et al. 2023, arXiv 2302.01318, Table 1 (Chinchilla 70B, 16 TPU v4, batch 1, K=4)",
     "baseline_ms_per_token": 14.1,
     # the drafter's own sampling time on the same 16 TPU v4 (Chen et al. 2023 §3, as recalled: "1.8ms"
-    # per token for the 4B draft model; not in the project's seed notes, check against the paper)
+    # per token for the 4B draft model; not in the papers' text we quote, check against the paper)
     "draft_ms_per_token": 1.8,
     "draft_source": "Chen et al. 2023, arXiv 2302.01318, §3 (4B draft model, 16 TPU v4; as recalled)",
     "sps_ms_per_token": {"xsum_nucleus": 7.52, "xsum_greedy": 7.00, "humaneval_nucleus": 5.73},
