@@ -48,31 +48,6 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a 
 _VERBOSE = flags.DEFINE_bool("verbose", False, "print the full traceback of an error")
 
 
-def print_report(s, prompts, lengths, spec, tok, sampling):
-  if tok is not None:
-    for row in range(min(2, len(prompts))):
-      print(f"--- prompt {row} " + "-" * 50)
-      print(tok.decode(prompts[row, :lengths[row]]), end="")
-      print("\033[1m" + tok.decode(spec.tokens[row, :spec.lengths[row]]) + "\033[0m")
-  else:
-    print("generated ids (row 0):", spec.tokens[0, :spec.lengths[0]].tolist())
-  print("-" * 66)
-  print(f"drafter={s['drafter']} gamma={s['gamma']} batch={s['batch_size']} temperature={s['temperature']}"
-        + (f"  [LOSSY: {s['lossy_reason']}]" if s["lossy"] else ""))
-  print(f"autoregressive: {s['baseline_tokens_per_s']:.1f} tok/s ({s['baseline_target_calls']} target calls)")
-  print(f"speculative:    {s['tokens_per_s']:.1f} tok/s ({s['target_calls']} target calls)")
-  print(f"speedup {s['speedup']:.2f}x measured | {s['predicted_speedup']:.2f}x predicted by the walltime formula "
-        f"(alpha={s['alpha']:.3f}, gamma={s['gamma']}, c={s['c']:.3f}, v={s['v']:.2f}) | "
-        f"{s['expected_speedup']:.2f}x from the measured tokens per iteration")
-  print(f"mean accepted {s['mean_accepted']:.2f} of {s['mean_submitted']:.2f} submitted drafts/iteration; "
-        f"per position {s['acceptance_per_position']}")
-  if s["adaptive"] is not None:
-    print(f"adaptive draft length: rows submitted 0..{s['gamma']} drafts {s['submitted_histogram']} times; "
-          f"verify widths {s['verify_widths']} ran {s['width_histogram']} times")
-  if sampling.greedy:
-    print("identical to greedy autoregressive output:", "yes" if s["identical_to_autoregressive"] else "NO")
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -87,7 +62,7 @@ def main(argv):
     else:
       if config.get("distributed", False):
         specjax.sharding.initialize_distributed()
-      result = experiment.run(config, report=print_report)
+      result = experiment.run(config, report=experiment.print_report)
       result["config"] = pathlib.Path(sys.argv[0]).name
   except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
     if _VERBOSE.value:

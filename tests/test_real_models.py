@@ -107,11 +107,11 @@ def test_ngram_speculative_equals_autoregressive(real):
 def test_cli_run_prints_text_speedup_and_identity(capsys):
   """The issue's command, shortened: configs/smollm2_135m.py with a user prompt."""
   import pathlib  # pylint: disable=import-outside-toplevel
-  from specjax import experiment, run  # pylint: disable=import-outside-toplevel
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
   from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
   config = sibling_config(str(pathlib.Path(__file__).parent.parent / "configs" / "demo.py"), "smollm2_135m")
   config.prompt, config.max_new_tokens, config.repeats = "def fibonacci(n):", 24, 1
-  summary = experiment.run(config, report=run.print_report)
+  summary = experiment.run(config, report=experiment.print_report)
   out = capsys.readouterr().out
   assert summary["identical_to_autoregressive"] and "identical to greedy autoregressive output: yes" in out
   assert "def fibonacci(n):" in out and "speedup" in out
