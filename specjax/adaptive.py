@@ -6,12 +6,16 @@ confidence (the largest probability of its distribution there) is below ``confid
 verify pass is compiled for a few draft counts (``widths``); the loop runs the one that maximises
 the expected tokens per cost,
 
-    sum over active rows of E[tokens | alpha_r, min(offered_r, w)]  /  (1 + verify_slope * w),
+    sum over active rows of E[tokens | alpha_r, min(offered_r, w)]  /  v(w),
 
 with ``E[tokens | a, k] = 1 + a + ... + a^k`` (Leviathan et al.'s chain formula) and ``alpha_r`` a
 running estimate of the row's acceptance rate. Width 0 is an ordinary decode step, so a round in
 which drafting does not pay costs what the autoregressive loop does. Rows then submit
-``min(offered_r, w)``.
+``min(offered_r, w)``. ``v(w)``, the verify pass over ``w + 1`` tokens in one-token target steps,
+comes from ``verify_costs`` (measured per width: :func:`specjax.measure.verify_costs`) or else the
+line ``1 + verify_slope * w``. The measured shape matters: on XLA:CPU a one-token step is a
+matrix-vector product and any wider pass a matrix product, so v jumps at ``w = 1`` (1.4-1.6 for
+SmolLM2-135M) and stays flat up to ``w = 4``; a line through v(gamma) makes width 1 look cheap.
 
 Exactness: every decision reads only the drafter's own outputs (never the token drawn at a
 position, only its distribution) and the rows' past acceptance, never the target's distribution
@@ -38,6 +42,7 @@ class Adaptive:
   prior: float = 0.5          # acceptance estimate a row starts from
   memory: float = 0.3         # weight of one observed draft in the running estimate
   relax: float = 0.05         # per round without drafts, the estimate moves this far back to prior
+  verify_costs: tuple = ()    # ((w, v(w)), ...): measured verify cost per width; others use the slope
 
   def __post_init__(self):
     for name in ("confidence", "prior", "memory", "relax"):
@@ -48,6 +53,14 @@ class Adaptive:
       raise ValueError(f"Adaptive.verify_slope must be >= 0, got {self.verify_slope!r}")
     if any(isinstance(w, bool) or int(w) != w or w < 0 for w in self.widths):
       raise ValueError(f"Adaptive.widths must be non-negative integers, got {self.widths!r}")
+    costs = tuple((int(w), float(v)) for w, v in self.verify_costs)
+    if any(w < 0 or not v > 0 for w, v in costs):
+      raise ValueError(f"Adaptive.verify_costs must be (width >= 0, cost > 0) pairs, got {self.verify_costs!r}")
+    object.__setattr__(self, "verify_costs", costs)
+
+  def cost(self, width: int) -> float:
+    """v(width): the verify pass over ``width`` drafts + 1 token, in one-token target steps."""
+    return dict(self.verify_costs).get(int(width), 1.0 + self.verify_slope * width)
 
   def widths_for(self, gamma: int) -> tuple[int, ...]:
     """The compiled draft counts, ascending, always including 0 and gamma."""
@@ -76,7 +89,7 @@ def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B):
   scores = []
   for w in widths:
     gain = jnp.sum(jnp.where(active_B, expected_tokens(alpha_B, jnp.minimum(offered_B, w)), 0.0))
-    scores.append(gain / (1.0 + adaptive.verify_slope * w))
+    scores.append(gain / adaptive.cost(w))
   return jnp.argmax(jnp.stack(scores)).astype(jnp.int32)
 
 

@@ -4,7 +4,8 @@
   target step. For a draft model that is Leviathan's c; for heads and block drafters (MTP, DFlash,
   Medusa) it is what their round really costs, spread over the drafted depth.
 * ``v``: one cached target pass over the verify input (``gamma + 1`` tokens for a chain, every
-  node of a token tree) / one over a single token.
+  node of a token tree) / one over a single token; ``verify_costs``: v at each verify width the
+  adaptive loop compiles.
 * ``paired_times``: the baseline and the speculative run timed alternately, so load drifts on a
   shared machine hit both.
 
@@ -70,6 +71,34 @@ def verify_cost(target, prompts_BxP, lengths_B, num_nodes: int, max_len: int, re
   """v: a target pass over ``num_nodes`` tokens / a pass over one token (same cache and length)."""
   one = target_step_seconds(target, prompts_BxP, lengths_B, 1, max_len, repeats)
   return target_step_seconds(target, prompts_BxP, lengths_B, num_nodes, max_len, repeats) / one
+
+
+def verify_costs(target, prompts_BxP, lengths_B, widths, max_len: int, repeats: int = 7,
+                 min_slope: float = 0.02) -> tuple:
+  """``((w, v(w)), ...)``: a cached target pass over ``w + 1`` tokens per row / one over 1 token, for
+  each draft count ``w`` in ``widths`` (the adaptive loop's compiled verify widths).
+
+  The passes are timed alternately (one sample of each per repeat, median over repeats), so load
+  drifts hit every width alike. Noise must not make a wider pass look cheaper: the costs are made
+  non-decreasing in ``w`` and at least ``1 + min_slope * w``.
+  """
+  cache = _start_cache(target, prompts_BxP, lengths_B, max_len)
+  b, widths = prompts_BxP.shape[0], sorted({0, *map(int, widths)})
+  fns = {w: functools.partial(_forward_logits, target, jnp.ones((b, w + 1), jnp.int32), cache) for w in widths}
+  for fn in fns.values():
+    jax.block_until_ready(fn())
+  samples = {w: [] for w in widths}
+  for _ in range(max(repeats, 1)):
+    for w, fn in fns.items():
+      t0 = time.perf_counter()
+      jax.block_until_ready(fn())
+      samples[w].append(time.perf_counter() - t0)
+  step = float(np.median(samples[0]))
+  out, floor = [], 1.0
+  for w in widths:
+    floor = max(floor, float(np.median(samples[w])) / step, 1.0 + min_slope * w)
+    out.append((w, round(floor, 4)))
+  return tuple(out)
 
 
 @functools.partial(jax.jit, static_argnames=("max_len",))

@@ -119,3 +119,28 @@ def test_width_choice_and_update_rules():
   assert alpha[0] > 0.5 and alpha[2] < 0.5 and alpha[1] == pytest.approx(0.5)
   with pytest.raises(ValueError, match="confidence"):
     specjax.Adaptive(confidence=1.5)
+
+
+def test_measured_costs_per_width_steer_the_choice():
+  """A step from width 0 to 1 then flat (XLA:CPU: matrix-vector vs matrix product): at alpha 0.35 one
+  draft does not pay (1.35 tokens for 1.5 steps) but four do (1.54 for 1.5); a line through the same
+  v(4) would pick width 1 (1.35 for 1.125)."""
+  measured = specjax.Adaptive(verify_costs=((0, 1.0), (1, 1.5), (2, 1.5), (4, 1.5)))
+  line = specjax.Adaptive(verify_slope=0.125)
+  widths, active = measured.widths_for(4), jnp.array([True])
+  pick = lambda ad, offered: widths[int(adaptive_lib.choose_width(ad, widths, jnp.array([0.35]),
+                                                                  jnp.array([offered]), active))]
+  assert pick(measured, 1) == 0 and pick(line, 1) == 1
+  assert pick(measured, 4) == 4
+  assert measured.cost(1) == 1.5 and measured.cost(3) == pytest.approx(1.0 + 0.2 * 3)  # unmeasured: the line
+  with pytest.raises(ValueError, match="verify_costs"):
+    specjax.Adaptive(verify_costs=((1, 0.0),))
+
+
+def test_verify_costs_are_measured_per_width_and_never_decrease():
+  target = testing.tiny_decoder(vocab_size=32, num_layers=1)
+  costs = specjax.measure.verify_costs(target, np.ones((1, 4), np.int32), np.array([4], np.int32), (1, 2, 4), 16,
+                                       repeats=3)
+  widths, values = zip(*costs)
+  assert widths == (0, 1, 2, 4) and values[0] == 1.0
+  assert all(b >= a for a, b in zip(values, values[1:])) and all(v >= 1.0 + 0.02 * w for w, v in costs)

@@ -7,9 +7,9 @@
 
 A drafter is ``KIND[:CHECKPOINT]`` of a registered kind (``specjax.drafters.kinds()``), at the kind's
 default gamma unless ``--gamma`` is given; each runs with the loop's adaptive draft length and/or
-with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` and a verify cost per
-draft measured on the target once (v over gamma + 1 tokens, floored at 0.1 steps per draft) unless
-``--verify_slope`` is given.
+with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` and the verify cost at
+each compiled width measured on the target once (:func:`specjax.measure.verify_costs`, on the
+first call's prompts at batch ``--batch_size``) unless ``--verify_slope`` is given (then a line).
 
 Reads any file in Spec-Bench's ``question.jsonl`` format (default: ours, built by
 :mod:`specjax.data.specbench_prompts`) and decodes each question's first turn (chat-templated when
@@ -55,12 +55,12 @@ def make_drafter(spec: str, target, gamma: int = 0):
   return specjax.drafters.build(kind, options, target), options.gamma
 
 
-def verify_slope(target, call, gamma: int, max_new_tokens: int) -> float:
-  """The measured cost of each verified draft in target steps, ``(v(gamma + 1) - 1) / gamma``, >= 0.1."""
+def verify_costs(target, call, widths, max_new_tokens: int) -> tuple:
+  """``((w, v(w)), ...)`` measured on ``call``'s prompts: the verify pass over ``w + 1`` tokens in
+  one-token target steps at each compiled width."""
   import specjax  # pylint: disable=import-outside-toplevel
-  max_len = call.prompts_BxP.shape[1] + max_new_tokens + gamma + 1
-  v = specjax.measure.verify_cost(target, call.prompts_BxP, call.lengths_B, gamma + 1, max_len)
-  return max((v - 1.0) / gamma, 0.1)
+  max_len = call.prompts_BxP.shape[1] + max_new_tokens + max(widths) + 1
+  return specjax.measure.verify_costs(target, call.prompts_BxP, call.lengths_B, widths, max_len)
 
 
 def group_of(category: str) -> str:
@@ -191,8 +191,12 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       drafters[name] = (drafter, g)
       settings[name] = None
       if mode == "on":
-        s = slope if slope >= 0 else verify_slope(target, calls[0], g, max_new_tokens)
-        settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=s)
+        if slope >= 0:
+          settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=slope)
+        else:
+          widths = specjax.Adaptive().widths_for(g)
+          settings[name] = specjax.Adaptive(confidence=confidence,
+                                            verify_costs=verify_costs(target, calls[0], widths, max_new_tokens))
   sampling = specjax.Sampling(temperature, 0, 1.0)
   eos_id = tokenizer.eos_id
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
@@ -264,7 +268,7 @@ def _flags():
                     flag_values=fv)
   flags.DEFINE_float("confidence", 0.4, "adaptive: a row stops at its drafter's first less sure position",
                      flag_values=fv)
-  flags.DEFINE_float("verify_slope", -1.0, "adaptive: verify cost per draft in target steps (< 0: measured)",
+  flags.DEFINE_float("verify_slope", -1.0, "adaptive: verify cost per draft in target steps, a line (< 0: measured per width)",
                      flag_values=fv)
   flags.DEFINE_integer("limit", 0, "questions per category (0: all)", flag_values=fv)
   flags.DEFINE_integer("max_new_tokens", 128, "tokens generated per question (fewer at EOS)", flag_values=fv)
