@@ -12,6 +12,7 @@ import sys
 
 TASKS = {
     "specbench": "specjax.bench.specbench",
+    "tables": "specjax.bench.tables",
 }
 
 
