@@ -37,6 +37,7 @@ def _python_blocks(text: str) -> list[str]:
   return re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
 
 
+@pytest.mark.slow  # loads the demo pair and compiles three decoders: under a minute on 2 CPU cores
 def test_readme_python_blocks_run_as_written():
   blocks = _python_blocks(README.read_text())
   assert blocks, "README.md has no Python example"
