@@ -76,5 +76,6 @@ def get_config(arg: str | None = None):
   c.hardware = "tpu_v4"
   c.alpha = 0.75  # Leviathan's EnDe alpha; Chen reports speedups only (see the docstring)
   c.temperature = 0.0
+  c.max_len, c.output = 0, ""  # cache slots (0: what the run needs); a .jsonl file of the outputs
   c.paper = ml_collections.ConfigDict(PAPER)
   return c

@@ -67,6 +67,7 @@ def get_config(arg: str | None = None):
   c.seed = 0
   c.repeats = 2
   c.distributed = False
+  c.max_len, c.output = 0, ""  # cache slots (0: what the run needs); a .jsonl file of the outputs
   c.hardware = "tpu_v4"
   c.alpha = 0.75
   c.paper = ml_collections.ConfigDict({

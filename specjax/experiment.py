@@ -9,7 +9,13 @@ A config is an ``ml_collections.ConfigDict`` with two nested sections and run ke
   options (``gamma``, ``checkpoint`` and its own fields; defaults and names are the kind's options
   dataclass, ``specjax.drafters.options_class(kind)``); ``model``: family fields of a random-init
   small model (draft_model / specinfer without a checkpoint, and the dry run's drafter shapes).
-* run keys (:data:`RUN_DEFAULTS`): prompts, sampling, batch, adaptivity, mesh, timing.
+* run keys (:data:`RUN_DEFAULTS`): prompts, sampling, batch, cache length, adaptivity, mesh, timing,
+  output file.
+
+Before anything loads, :mod:`specjax.preflight` reads the models' sizes and context lengths from
+metadata and refuses a run that cannot fit in memory; once the prompts are tokenized the cache
+length (``max_len``; 0: prompt + max_new_tokens + verify slots) is checked against the context.
+User prompts run one row each; more of them than ``batch_size`` rows run with continuous refill.
 
 Keys of the older flat layout (``drafter_kind``, ``gamma``, ``ngram_n``, ``medusa_tree``, ...) are
 errors that name the new key. Everything is checked before a model is loaded.
@@ -18,24 +24,30 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+import math
 import pathlib
+import time
 
 import jax
 import ml_collections
 import numpy as np
 
 import specjax
-from specjax import loading, measure, theory
+from specjax import loading, measure, preflight, theory
 from specjax import prompts as prompts_lib
+from specjax import report as report_lib
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.models import families
+from specjax.report import print_outputs, print_report  # noqa: F401  (the CLI's, here since tests use them)
 from specjax.suggest import did_you_mean
 
-# Run keys with their defaults; a config may omit the ones it does not care about.
+# Run keys with their defaults; a config may omit the ones it does not care about. ``refill`` is
+# kept so older configs load: more prompts than batch_size rows always run with continuous refill.
 RUN_DEFAULTS = dict(batch_size=1, prompt_len=32, max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0,
                     lenience=1.0, eos_id=-1, stop_at_eos=True, seed=0, repeats=3, mesh="", distributed=False,
                     prompt="", prompts_file="", chat=False, refill=False, adaptive=True, confidence=0.4,
-                    verify_slope=-1.0, allow_lossy=False, imports=())
+                    verify_slope=-1.0, allow_lossy=False, imports=(), max_len=0, output="")
 # Keys read by the dry run and the paper configs only.
 PLANNING_KEYS = ("name", "hardware", "alpha", "latency", "paper", "calibrate", "collective_latency_us")
 # The flat layout's keys and where they live now.
@@ -62,6 +74,10 @@ def normalize(config) -> ml_collections.ConfigDict:
   for key, value in RUN_DEFAULTS.items():
     if key not in config:
       config[key] = value
+  if isinstance(config.max_len, bool) or not isinstance(config.max_len, int) or config.max_len < 0:
+    raise ValueError(f"max_len must be an int >= 0 (0: what the run needs), got {config.max_len!r}")
+  if isinstance(config.batch_size, bool) or not isinstance(config.batch_size, int) or config.batch_size < 1:
+    raise ValueError(f"batch_size must be a positive int (rows decoded at once), got {config.batch_size!r}")
   if "target" not in config:
     raise ValueError("the config has no target section (config.target.checkpoint or model fields)")
   drafter = dict(config.get("drafter") or {})
@@ -150,10 +166,12 @@ def eos_of(config, tok):
   return tok.eos_id if tok is not None and not isinstance(tok, ByteTokenizer) else None
 
 
-def run(config, verbose: bool = True, report=None) -> dict:
+def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   """Baseline and speculative decoding on the config's prompts; returns the summary.
 
-  ``report(summary, prompts, lengths, spec_output, tokenizer, sampling)`` prints it (the CLI's).
+  ``outputs(prompts, lengths, spec_output, tokenizer, eos_id, builtin)`` is called as soon as the
+  first speculative run is done (the CLI prints the text then); ``report(summary, prompts,
+  lengths, spec_output, tokenizer, sampling)`` once the timing is done.
   """
   config = normalize(config)
   if not demo_available(config):
@@ -165,41 +183,131 @@ def run(config, verbose: bool = True, report=None) -> dict:
                                 num_kv_heads=2, head_dim=16, mlp_dim=64)
   gamma = gamma_of(config)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
+  infos = _check_memory_before_loading(config, gamma)
+  _say(verbose, f"loading the target ({_what(config.target)})")
   target, tok = load_model(config.target, config.seed)
+  _say(verbose, f"building the {config.drafter.kind} drafter")
   drafter = make_drafter(config, target)
-  prompts, lengths = prompts_lib.from_config(config, tok, target.vocab_size)
+  prompts, lengths, items = prompts_lib.load(config, tok, target.vocab_size)
+  tree = drafter.tree
+  num_nodes = tree.num_nodes if tree is not None else gamma + 1  # verify input: root + drafts
+  max_len = _cache_length(config, target, prompts, lengths, num_nodes, infos)
+  rows = min(int(config.batch_size), len(prompts))
+  preflight.check_memory([(name, dataclasses.replace(info, params=0)) for name, info in infos], rows, max_len,
+                         prompts.shape[1])  # the caches' exact size; the params are in memory by now
   reason = specjax.decode.lossy_reason(drafter, sampling, config.lenience)
   if reason is not None and not config.allow_lossy:  # before anything compiles
     raise ValueError(f"lossy configuration refused: {reason}. Set --config.allow_lossy=True to run it anyway")
+  eos_id = eos_of(config, tok)
   common = dict(max_new_tokens=config.max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(config.seed),
-                eos_id=eos_of(config, tok))
-  if config.refill and len(prompts) > config.batch_size:  # continuous refill: batch_size rows at a time
-    common["batch_size"] = int(config.batch_size)
+                eos_id=eos_id, max_len=config.max_len or None)  # None: each decoder's own minimum
+  if len(prompts) > rows:  # continuous refill: batch_size rows at a time, each finished row takes the next
+    if config.mesh:
+      raise ValueError(f"{len(prompts)} prompts for batch_size={rows} rows need continuous refill, which does "
+                       f"not run on a mesh yet; set --config.batch_size={len(prompts)} or drop --config.mesh")
+    common["batch_size"] = rows
+    _say(verbose, f"{len(prompts)} prompts, {rows} rows at a time (continuous refill)")
   mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   if mesh is not None:
     target, drafter = specjax.shard(target, mesh), specjax.shard(drafter, mesh)
     common["mesh"] = mesh
-  tree = drafter.tree
-  num_nodes = tree.num_nodes if tree is not None else gamma + 1  # verify input: root + drafts
   _say(verbose, "measuring c and v (compiles one drafting round and the verify pass)")
   with specjax.sharding.decode_context(mesh):  # c, v: the drafter's round and the verify pass vs one step
-    c, v = measure.costs(target, drafter, prompts, lengths, gamma, num_nodes, sampling,
-                         prompts.shape[1] + config.max_new_tokens + num_nodes)
+    c, v = measure.costs(target, drafter, prompts[:rows], lengths[:rows], gamma, num_nodes, sampling, max_len)
   adaptive = None
   if config.adaptive and tree is None:
-    # a noisy v (a loaded machine can measure v < 1) must not make drafting look free: floor 0.1
-    slope = config.verify_slope if config.verify_slope >= 0 else max((v - 1.0) / gamma, 0.1)
-    adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=slope)
+    if config.verify_slope >= 0:  # a line v(w) = 1 + slope * w
+      adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=config.verify_slope)
+    else:  # v measured at every compiled width, on these prompts
+      widths = specjax.Adaptive().widths_for(gamma)
+      with specjax.sharding.decode_context(mesh):
+        costs = measure.verify_costs(target, prompts[:rows], lengths[:rows], widths, max_len)
+      # the costs are compiled into the decode loop: at 0.1 steps (finer than a shared machine measures
+      # them anyway) a second run of the same command reuses the persistent compilation cache
+      costs = tuple((w, round(cost, 1)) for w, cost in costs)
+      adaptive = specjax.Adaptive(confidence=config.confidence, verify_costs=costs)
   spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma,
                                                  lenience=config.lenience, adaptive=adaptive,
                                                  allow_lossy=config.allow_lossy, **common)
   base_fn = lambda: specjax.generate(target, prompts, lengths, **common)
-  _say(verbose, f"compiling and timing both decoders ({config.repeats} timed runs each, alternating)")
-  base, spec, t_base, t_spec = measure.paired_times(base_fn, spec_fn, config.repeats)
+  _say(verbose, "compiling speculative decoding and running it once")
+  spec = jax.block_until_ready(spec_fn())
+  if outputs is not None:
+    outputs(prompts, lengths, spec, tok, eos_id, items is None)
+  if config.output:
+    report_lib.write_jsonl(config.output, report_lib.records(prompts, lengths, spec, tok, eos_id, items))
+    _say(verbose, f"wrote {len(prompts)} outputs to {config.output}")
+  _say(verbose, "compiling the autoregressive baseline and running it once")
+  base = jax.block_until_ready(base_fn())
+  _say(verbose, f"timing both decoders ({config.repeats} runs each, alternating)")
+  t_base, t_spec = _paired_seconds(base_fn, spec_fn, config.repeats)
   summary = _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v, gamma, adaptive, common)
+  summary.update(max_len=max_len, builtin_prompts=items is None)
   if report is not None:
     report(summary, prompts, lengths, spec, tok, sampling)
   return summary
+
+
+def _paired_seconds(fn_a, fn_b, repeats: int) -> tuple:
+  """Median seconds of ``fn_a`` and ``fn_b`` (both compiled already), timed alternately so load
+  drifts on a shared machine hit both."""
+  times = ([], [])
+  for _ in range(max(repeats, 1)):
+    for i, fn in enumerate((fn_a, fn_b)):
+      t0 = time.perf_counter()
+      jax.block_until_ready(fn())
+      times[i].append(time.perf_counter() - t0)
+  return float(np.median(times[0])), float(np.median(times[1]))
+
+
+def _what(spec) -> str:
+  spec = dict(spec)
+  return str(spec["checkpoint"]) if spec.get("checkpoint") else f"random init of {spec.get('family', 'decoder')} fields"
+
+
+def _model_infos(config) -> list:
+  """``[(name, ModelInfo)]`` of the target and the drafter's own weights, from metadata."""
+  infos = [("target", preflight.describe(config.target))]
+  if config.drafter.kind in SMALL_MODEL_KINDS:
+    spec = small_model_spec(config)
+    infos.append(("drafter", preflight.describe(spec) if spec else None))
+  elif config.drafter.get("checkpoint"):
+    infos.append(("drafter", preflight.describe_checkpoint(str(config.drafter.checkpoint))))
+  return [(name, info) for name, info in infos if info is not None]
+
+
+def _check_memory_before_loading(config, gamma: int) -> list:
+  """Params + caches vs the memory there is, before a weight is read (a paper-size random init
+  would otherwise take minutes to be killed). The cache length is a guess until the prompts are
+  tokenized: max_len, or the built-in prompt length (user prompts: their characters)."""
+  infos = _model_infos(config)
+  items = prompts_lib.user_prompts(config)
+  rows = min(int(config.batch_size), len(items)) if items else int(config.batch_size)
+  prompt_len = max(len(json.dumps(i)) for i in items) if items else int(config.prompt_len)
+  max_len = config.max_len or prompt_len + config.max_new_tokens + gamma + 1
+  context, source = _context(infos)
+  preflight.check_requested(int(config.max_len), context, source)
+  max_len = min(max_len, context or max_len)
+  devices = math.prod(int(n) for n in str(config.mesh).split("x") if n.isdigit()) if config.mesh else 1
+  preflight.check_memory(infos, rows, max_len, prompt_len, devices)
+  return infos
+
+
+def _context(infos) -> tuple:
+  """``(the smallest context length of the models, where it comes from)``; ``(None, "")``: no limit."""
+  limits = [(info.context, f"the {name}'s: {info.context_source}") for name, info in infos if info.context]
+  return min(limits) if limits else (None, "")
+
+
+def _cache_length(config, target, prompts, lengths, num_nodes: int, infos) -> int:
+  """The cache length of the run, checked against every model's context and config.max_len."""
+  longest = int(np.argmax(lengths))
+  prompt_len = 1 if target.is_encoder_decoder else int(lengths[longest])
+  what = "the prompt" if len(prompts) == 1 else f"the longest prompt (row {longest})"
+  context, source = _context(infos)
+  return preflight.cache_length(prompt_len=prompt_len, max_new_tokens=int(config.max_new_tokens), slots=num_nodes,
+                                requested=int(config.max_len), context=context, context_source=source,
+                                prompt_what=what)
 
 
 def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v, gamma, adaptive, common):
@@ -251,29 +359,3 @@ def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v,
 def _say(verbose: bool, msg: str) -> None:
   if verbose:
     print(f"[specjax] {msg}", flush=True)
-
-
-def print_report(s, prompts, lengths, spec, tok, sampling):
-  """The CLI's report: two rows of text, then timings, acceptance and the exactness check."""
-  if tok is not None:
-    for row in range(min(2, len(prompts))):
-      print(f"--- prompt {row} " + "-" * 50)
-      print(tok.decode(prompts[row, :lengths[row]]), end="")
-      print("\033[1m" + tok.decode(spec.tokens[row, :spec.lengths[row]]) + "\033[0m")
-  else:
-    print("generated ids (row 0):", spec.tokens[0, :spec.lengths[0]].tolist())
-  print("-" * 66)
-  print(f"drafter={s['drafter']} gamma={s['gamma']} batch={s['batch_size']} temperature={s['temperature']}"
-        + (f"  [LOSSY: {s['lossy_reason']}]" if s["lossy"] else ""))
-  print(f"autoregressive: {s['baseline_tokens_per_s']:.1f} tok/s ({s['baseline_target_calls']} target calls)")
-  print(f"speculative:    {s['tokens_per_s']:.1f} tok/s ({s['target_calls']} target calls)")
-  print(f"speedup {s['speedup']:.2f}x measured | {s['predicted_speedup']:.2f}x predicted by the walltime formula "
-        f"(alpha={s['alpha']:.3f}, gamma={s['gamma']}, c={s['c']:.3f}, v={s['v']:.2f}) | "
-        f"{s['expected_speedup']:.2f}x from the measured tokens per iteration")
-  print(f"mean accepted {s['mean_accepted']:.2f} of {s['mean_submitted']:.2f} submitted drafts/iteration; "
-        f"per position {s['acceptance_per_position']}")
-  if s["adaptive"] is not None:
-    print(f"adaptive draft length: rows submitted 0..{s['gamma']} drafts {s['submitted_histogram']} times; "
-          f"verify widths {s['verify_widths']} ran {s['width_histogram']} times")
-  if sampling.greedy:
-    print("identical to greedy autoregressive output:", "yes" if s["identical_to_autoregressive"] else "NO")

@@ -4,11 +4,14 @@ Config keys (``specjax.run``):
 * ``prompt``: one text (``--config.prompt="def fibonacci(n):"``);
 * ``prompts_file``: one prompt per line; a line that is a JSON list of ``{"role", "content"}``
   messages is a chat and goes through the tokenizer's chat template; a line that is a JSON string
-  is a text with escapes (``"def f():\\n"``);
+  is a text with escapes (``"def f():\\n"``). A file replaces ``prompt`` (configs set a default
+  prompt; the CLI refuses both given on its command line);
 * ``chat``: apply the chat template to plain-text prompts too (instruct models);
-* neither: held-out Python stdlib snippets of ``prompt_len`` tokens (the demo's prompts), or
-  random ids when there is no tokenizer (random-init models).
-``batch_size`` larger than the number of prompts repeats them to fill the batch.
+* neither: ``batch_size`` held-out Python stdlib snippets of ``prompt_len`` tokens (the demo's and
+  the benchmarks' prompts), or random ids when there is no tokenizer (random-init models).
+
+User prompts are decoded exactly as given: one row each, never repeated to fill ``batch_size``
+(more prompts than ``batch_size`` rows run with continuous refill, :mod:`specjax.refill`).
 """
 from __future__ import annotations
 
@@ -19,16 +22,15 @@ import numpy as np
 
 
 def user_prompts(config) -> list:
-  """The texts or chats the config asks for (empty: none given)."""
-  items = [config.prompt] if config.get("prompt") else []
-  if config.get("prompts_file"):
-    path = pathlib.Path(config.prompts_file)
-    if not path.is_file():
-      raise ValueError(f"prompts_file not found: {path}")
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-      if not line.strip():
-        continue
-      items.append(_parse_line(line, path, n))
+  """The texts or chats the config asks for (empty: none given); a prompts_file replaces prompt."""
+  if not config.get("prompts_file"):
+    return [config.prompt] if config.get("prompt") else []
+  path = pathlib.Path(config.prompts_file).expanduser()
+  if not path.is_file():
+    raise ValueError(f"prompts_file not found: {path}")
+  items = [_parse_line(line, path, n) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+  if not items:
+    raise ValueError(f"prompts_file {path} holds no prompts (one per line; blank lines are skipped)")
   return items
 
 
@@ -56,11 +58,10 @@ def encode(tokenizer, item, chat: bool) -> list[int]:
   return tokenizer.encode(item)
 
 
-def pad_rows(rows: list[list[int]], batch_size: int):
-  """``(prompts_BxP int32, lengths_B)``: rows repeated up to ``batch_size``, right-padded with 0."""
+def pad_rows(rows: list[list[int]]):
+  """``(prompts_BxP int32, lengths_B)``: one row per prompt, right-padded with 0."""
   if any(len(r) == 0 for r in rows):
-    raise ValueError("a prompt encodes to no tokens; give it some text")
-  rows = [rows[i % len(rows)] for i in range(max(batch_size, len(rows)))]
+    raise ValueError(f"prompt {[len(r) for r in rows].index(0)} encodes to no tokens; give it some text")
   width = max(map(len, rows))
   out = np.zeros((len(rows), width), np.int32)
   for r, ids in enumerate(rows):
@@ -68,21 +69,28 @@ def pad_rows(rows: list[list[int]], batch_size: int):
   return out, np.array([len(r) for r in rows], np.int32)
 
 
-def from_config(config, tokenizer, vocab_size: int):
-  """``(prompts_BxP, lengths_B)`` for a run."""
+def load(config, tokenizer, vocab_size: int):
+  """``(prompts_BxP, lengths_B, items)``: ``items`` the user's prompts in row order (texts or
+  chats), or None for the built-in ones."""
   items = user_prompts(config)
   if items:
     if tokenizer is None:
-      raise ValueError("--config.prompt needs a model with a tokenizer (a checkpoint), not a random init")
-    return pad_rows([encode(tokenizer, item, bool(config.get("chat"))) for item in items], config.batch_size)
+      raise ValueError("--config.prompt / prompts_file need a model with a tokenizer (a checkpoint), not a "
+                       "random init")
+    return (*pad_rows([encode(tokenizer, item, bool(config.get("chat"))) for item in items]), items)
   b, p = config.batch_size, config.prompt_len
   if tokenizer is None:
     rs = np.random.RandomState(config.seed)
-    return rs.randint(3, vocab_size, size=(b, p)).astype(np.int32), np.full((b,), p, np.int32)
+    return rs.randint(3, vocab_size, size=(b, p)).astype(np.int32), np.full((b,), p, np.int32), None
   from specjax.data import code_corpus  # pylint: disable=import-outside-toplevel
   from specjax.data.tokenizer import ByteTokenizer  # pylint: disable=import-outside-toplevel
   snippets = code_corpus.held_out_prompts(b, p, seed=config.seed)  # bytes: p characters each
   if isinstance(tokenizer, ByteTokenizer):
-    return np.stack(snippets).astype(np.int32), np.full((b,), p, np.int32)
+    return np.stack(snippets).astype(np.int32), np.full((b,), p, np.int32), None
   texts = [bytes(s.tolist()).decode("utf-8", errors="ignore") for s in snippets]
-  return pad_rows([encode(tokenizer, t, bool(config.get("chat")))[:p] for t in texts], b)
+  return (*pad_rows([encode(tokenizer, t, bool(config.get("chat")))[:p] for t in texts]), None)
+
+
+def from_config(config, tokenizer, vocab_size: int):
+  """``(prompts_BxP, lengths_B)`` for a run (:func:`load` without the items)."""
+  return load(config, tokenizer, vocab_size)[:2]

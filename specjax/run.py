@@ -4,11 +4,23 @@ Runs the autoregressive baseline and speculative decoding on the same prompts in
 times both after a compile run, prints generated text and statistics, and (``--json_out``) writes
 a JSON summary. ``--dry_run`` plans a config with abstract shapes instead (specjax.dryrun). The
 config layout and everything a run does: :mod:`specjax.experiment`. Errors in the config or the
-inputs print as one line ``error: ...`` with exit code 2 (``--verbose`` for the traceback).
+inputs (a run too big for this machine's memory, prompts past the model's context) print as one
+line ``error: ...`` with exit code 2 (``--verbose`` for the traceback).
+
+``--config.prompt`` and ``--config.prompts_file`` given together on the command line are an
+error; either one given there replaces the other's value from the config file.
+
+Compiled programs persist under ``$SPECJAX_CACHE/jax`` (``~/.cache/specjax/jax``), so a second run
+of the same command skips most of XLA's work (``--nocompilation_cache``: off; a
+``JAX_COMPILATION_CACHE_DIR`` already set is used as it is).
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
+import logging
+import os
 import pathlib
 import sys
 
@@ -21,7 +33,9 @@ _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
 def _one_line(e: BaseException) -> str:
   text = str(e).replace("\\n", " ").replace("\\'", "'")
   text = " ".join(text.split())
-  return (text[1:-1] if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" else text) or type(e).__name__
+  while len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":  # KeyError's repr, maybe quoted twice
+    text = text[1:-1]
+  return text or type(e).__name__
 
 
 def _bad_override(e: BaseException):
@@ -46,6 +60,38 @@ except (AttributeError, KeyError, TypeError, ValueError) as _e:
 _JSON_OUT = flags.DEFINE_string("json_out", None, "write the summary JSON here")
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "lower with abstract shapes on a fake mesh; no weights")
 _VERBOSE = flags.DEFINE_bool("verbose", False, "print the full traceback of an error")
+_COMPILATION_CACHE = flags.DEFINE_bool("compilation_cache", True, "keep compiled programs under $SPECJAX_CACHE/jax "
+                                       "so the next run of the same command starts faster")
+
+
+def _given(key: str) -> bool:
+  """Whether ``--config.KEY`` is on the command line (not only the config file's value)."""
+  return any(a.split("=", 1)[0] == f"--config.{key}" for a in sys.argv[1:])
+
+
+def _choose_prompts(config) -> None:
+  """The command line's prompt or prompts_file wins over the other's value from the config file."""
+  if _given("prompt") and _given("prompts_file"):
+    raise ValueError("give --config.prompt or --config.prompts_file, not both (a prompts file can hold the "
+                     "prompt as one more line)")
+  if _given("prompt") and "prompts_file" in config:
+    config.prompts_file = ""
+  if _given("prompts_file") and "prompt" in config:
+    config.prompt = ""
+
+
+def _setup_jax() -> None:
+  """CLI-only JAX settings: the persistent compilation cache, and no backend-probe noise."""
+  import jax  # pylint: disable=import-outside-toplevel
+  if _COMPILATION_CACHE.value and not jax.config.jax_compilation_cache_dir:
+    from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
+    # the default (1 s) skips most programs of a small model; on a few CPU cores they add up
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+  if not os.environ.get("JAX_PLATFORMS") and importlib.util.find_spec("libtpu") is None:
+    # without libtpu no TPU can be used: jax's failed probe for one is noise, not news
+    logging.getLogger("jax._src.xla_bridge").addFilter(
+        lambda record: not record.getMessage().startswith("Unable to initialize backend 'tpu'"))
 
 
 def main(argv):
@@ -54,7 +100,9 @@ def main(argv):
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import experiment  # pylint: disable=import-outside-toplevel
   config = _CONFIG.value
+  _setup_jax()
   try:
+    _choose_prompts(config)
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel
       result = dryrun.dry_run(config)
@@ -62,7 +110,8 @@ def main(argv):
     else:
       if config.get("distributed", False):
         specjax.sharding.initialize_distributed()
-      result = experiment.run(config, report=experiment.print_report)
+      result = experiment.run(config, outputs=experiment.print_outputs,
+                              report=functools.partial(experiment.print_report, text=False))
       result["config"] = pathlib.Path(sys.argv[0]).name
   except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
     if _VERBOSE.value:
