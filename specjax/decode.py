@@ -176,14 +176,26 @@ def _start_speculative(target, drafter, max_len):
   return start
 
 
-def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, rng, lenience, feature_layers):
-  """The verify pass over the first ``width`` drafts, outputs padded to the full chain's shapes."""
+def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, rng, lenience, feature_layers,
+                     pending: bool = False):
+  """The verify pass over the first ``width`` drafts, outputs padded to the full chain's shapes.
+
+  ``pending`` (a width switch, decoder-only targets): the pass only reads ``cache`` and returns the
+  new keys/values (``kv_cache.PendingKV``, padded to ``gamma + 1`` tokens) for one write after the
+  switch; a branch that wrote the loop's cache made XLA:CPU copy it every round. Without a switch
+  the pass writes the cache layer by layer as usual (a write after the whole pass, with nothing
+  ordering it after the pass's reads, made XLA copy the cache instead).
+  """
   g = draft.tokens_BxG.shape[1]
   cut = draft.replace(tokens_BxG=draft.tokens_BxG[:, :width],
                       q_BxGxV=None if draft.q_BxGxV is None else draft.q_BxGxV[:, :width])
+  if pending:
+    cache = kv_cache.PendingKV.start(cache, width + 1)
   cache, hidden, new, n_B, overlap = tree_lib.verify_and_accept(target, cache, last_B, cut, sampling, rng,
                                                                 lenience, feature_layers, num_B)
-  pad = lambda x, to: jnp.pad(x, [(0, 0), (0, to - x.shape[1])] + [(0, 0)] * (x.ndim - 2))
+  pad = lambda x, to, axis=1: jnp.pad(x, [(0, 0)] * axis + [(0, to - x.shape[axis])] + [(0, 0)] * (x.ndim - axis - 1))
+  if isinstance(cache, kv_cache.PendingKV):
+    cache = (pad(cache.k_new_LxBxTxKxD, g + 1, 2), pad(cache.v_new_LxBxTxKxD, g + 1, 2))
   return cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g)
 
 
@@ -213,9 +225,11 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, 
               if len(widths) > 1 else jnp.zeros((), jnp.int32))
       num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
       # one target pass at the smallest compiled width that holds the submitted drafts
-      cache, hidden, new_BxG1, n_B, overlap_BxG = jax.lax.switch(
+      pending = len(widths) > 1 and not target.is_encoder_decoder
+      written, hidden, new_BxG1, n_B, overlap_BxG = jax.lax.switch(
           pick, [lambda c, w=w: _verify_at_width(target, c, last_B, draft, w, num_B, sampling, accept_rng,
-                                                 lenience, feature_layers) for w in widths], cache)
+                                                 lenience, feature_layers, pending) for w in widths], cache)
+      cache = kv_cache.write_pending(cache, *written) if pending else written
     else:  # token trees verify every node
       pick = jnp.zeros((), jnp.int32)
       num_B = jnp.full(last_B.shape, gamma, jnp.int32)

@@ -11,7 +11,9 @@ One ``__call__``: with ``cache=None`` it is a plain causal forward over the toke
 ``specjax.logits``); with a cache it writes the new keys/values after each row's committed length
 and attends to the committed prefix plus whatever ``new_mask_TxT`` allows among the new tokens
 (causal for chains, ancestors for trees); a ``[T, W > T]`` mask also covers the ``W - T``
-uncommitted slots just before them (kv_cache.attention_mask). It never commits: callers do.
+uncommitted slots just before them (kv_cache.attention_mask). It never commits: callers do. With a
+``kv_cache.PendingKV`` it reads the cache and returns the new keys/values in the pending buffers
+instead of writing them (``[T, T]`` masks only).
 """
 from __future__ import annotations
 
@@ -100,15 +102,21 @@ class Attention(nn.Module):
       q, k = _norm(cfg, "q_norm")(q), _norm(cfg, "k_norm")(k)
     theta = cfg.layer_rope_theta(layer)
     q, k = rope(q, positions_BxT, theta), rope(k, positions_BxT, theta)
+    extra = None
     if cache is None:  # no cache: attend among the new tokens only
       k_all, v_all = heads_first(k), heads_first(v)
+    elif isinstance(cache, kv_cache.PendingKV):  # read the cache, keep the new keys/values aside
+      cache = cache.with_layer(layer, k, v)
+      mask_BxTxS, mask_new_BxTxT = mask_BxTxS
+      extra = (heads_first(k).astype(dt), heads_first(v).astype(dt), mask_new_BxTxT)
+      k_all, v_all = cache.cache.k_LxBxKxSxD[layer], cache.cache.v_LxBxKxSxD[layer]
     else:
       cache = cache.replace(
           k_LxBxKxSxD=kv_cache.write_layer(cache.k_LxBxKxSxD, layer, k, cache.length_B),
           v_LxBxKxSxD=kv_cache.write_layer(cache.v_LxBxKxSxD, layer, v, cache.length_B))
       k_all, v_all = cache.k_LxBxKxSxD[layer], cache.v_LxBxKxSxD[layer]
     scale = cfg.query_pre_attn_scalar ** -0.5 if cfg.query_pre_attn_scalar else None
-    out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale)
+    out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale, extra=extra)
     # one [B, T, H*D] x [H*D, E] matmul: as an einsum over (h, d), XLA transposed wo every step
     b, t = out.shape[:2]
     return out.reshape(b, t, -1) @ wo.astype(dt).reshape(-1, cfg.d_model), cache
@@ -162,14 +170,19 @@ class Decoder(nn.Module):
     x = embed.astype(dt)[tokens_BxT]
     if cfg.scale_embeddings:
       x = x * jnp.asarray(cfg.d_model ** 0.5, dt)
+    windows = sorted({cfg.window(i) for i in range(cfg.num_layers)})
     if cache is None:
       mask = jnp.broadcast_to(new_mask_TxT[None], (b, t, t))
       key_positions_BxS = positions_BxT
     else:
-      mask = kv_cache.attention_mask(cache.length_B, cache.max_len, new_mask_TxT)
+      mask = (kv_cache.committed_mask(cache.length_B, cache.max_len, t) if isinstance(cache, kv_cache.PendingKV)
+              else kv_cache.attention_mask(cache.length_B, cache.max_len, new_mask_TxT))
       key_positions_BxS = jnp.broadcast_to(jnp.arange(cache.max_len)[None], (b, cache.max_len))
-    masks = {w: kv_cache.sliding_window_mask(mask, positions_BxT, key_positions_BxS, w)
-             for w in sorted({cfg.window(i) for i in range(cfg.num_layers)})}
+    masks = {w: kv_cache.sliding_window_mask(mask, positions_BxT, key_positions_BxS, w) for w in windows}
+    if isinstance(cache, kv_cache.PendingKV):  # (committed slots, new tokens among themselves)
+      new_BxTxT = jnp.broadcast_to(new_mask_TxT, (b, t, t))
+      masks = {w: (masks[w], kv_cache.sliding_window_mask(new_BxTxT, positions_BxT, positions_BxT, w))
+               for w in windows}
     layer_hidden = []
     for i in range(cfg.num_layers):
       x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, masks[cfg.window(i)], cache)

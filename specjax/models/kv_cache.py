@@ -33,6 +33,56 @@ class KVCache:
     return self.replace(length_B=jnp.asarray(length_B, jnp.int32))
 
 
+@flax.struct.dataclass
+class PendingKV:
+  """A cache a forward pass reads but does not write: the new tokens' keys and values go to small
+  buffers ``[layers, batch, T, kv_heads, head_dim]`` and attention reads the committed slots of
+  ``cache`` plus them (:func:`specjax.models.layers.attend`'s ``extra``). :func:`write_pending`
+  then writes them at each row's length, like a plain forward would have.
+
+  Why: the adaptive loop verifies at one of several widths chosen by ``lax.switch``; a branch that
+  writes the loop's cache makes XLA:CPU copy the whole cache once per round. A branch that only
+  reads it and returns the new keys and values leaves a single in-place write after the switch.
+  """
+  cache: KVCache
+  k_new_LxBxTxKxD: jax.Array
+  v_new_LxBxTxKxD: jax.Array
+
+  @classmethod
+  def start(cls, cache: KVCache, num_tokens: int) -> "PendingKV":
+    l, b, k, _, d = cache.k_LxBxKxSxD.shape
+    zeros = jnp.zeros((l, b, num_tokens, k, d), cache.k_LxBxKxSxD.dtype)
+    return cls(cache, zeros, zeros)
+
+  @property
+  def length_B(self):
+    return self.cache.length_B
+
+  @property
+  def max_len(self) -> int:
+    return self.cache.max_len
+
+  def with_layer(self, layer: int, k_BxTxKxD, v_BxTxKxD) -> "PendingKV":
+    dt = self.k_new_LxBxTxKxD.dtype
+    return self.replace(k_new_LxBxTxKxD=self.k_new_LxBxTxKxD.at[layer].set(k_BxTxKxD.astype(dt)),
+                        v_new_LxBxTxKxD=self.v_new_LxBxTxKxD.at[layer].set(v_BxTxKxD.astype(dt)))
+
+
+def write_pending(cache: KVCache, k_new_LxBxTxKxD, v_new_LxBxTxKxD) -> KVCache:
+  """Writes pending keys/values at slots ``length .. length + T - 1`` of every layer, in place."""
+  k, v = cache.k_LxBxKxSxD, cache.v_LxBxKxSxD
+  for layer in range(k.shape[0]):
+    k = write_layer(k, layer, k_new_LxBxTxKxD[layer], cache.length_B)
+    v = write_layer(v, layer, v_new_LxBxTxKxD[layer], cache.length_B)
+  return cache.replace(k_LxBxKxSxD=k, v_LxBxKxSxD=v)
+
+
+def committed_mask(length_B, max_len, t: int):
+  """Boolean ``[B, T, S]``: the committed slots (before ``length``), for every new token."""
+  committed_BxS = jnp.arange(max_len)[None, :] < length_B[:, None]
+  return jnp.broadcast_to(committed_BxS[:, None, :], (length_B.shape[0], t, max_len))
+
+
 def init_cache(num_layers, batch, max_len, num_kv_heads, head_dim, dtype=jnp.float32) -> KVCache:
   shape = (num_layers, batch, num_kv_heads, max_len, head_dim)
   return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype), jnp.zeros((batch,), jnp.int32))

@@ -46,12 +46,14 @@ def heads_first(x_BxSxKxD):
   return jnp.swapaxes(x_BxSxKxD, 1, 2)
 
 
-def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale=None):
+def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale=None, extra=None):
   """Grouped-query attention; H must be a multiple of K. Softmax in float32.
 
   Keys and values come heads-first, ``[B, K, S, D]``: the dots then batch over the leading
   ``(b, k)`` as stored, where a ``[B, S, K, D]`` cache made XLA transpose-copy every layer's
   whole cache on every step (a third of a batch-8 step on CPU, scripts/profile_step.py).
+  ``extra = (k_BxKxTxD, v_BxKxTxD, mask_BxTxT)``: more keys and values (new tokens not written
+  to the cache, kv_cache.PendingKV) in the same softmax, without concatenating them to the cache.
   """
   b, t, h, d = q_BxTxHxD.shape
   kvh = k_BxKxSxD.shape[1]
@@ -61,6 +63,15 @@ def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale
   if bias_BxHxTxS is not None:  # T5's relative position bias
     s_BxKxGxTxS = s_BxKxGxTxS + bias_BxHxTxS.reshape(-1, kvh, h // kvh, *bias_BxHxTxS.shape[-2:])
   s_BxKxGxTxS = jnp.where(mask_BxTxS[:, None, None], s_BxKxGxTxS, -1e30)
-  w = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxKxSxD.dtype)
-  out = jnp.einsum("bkgts,bksd->btkgd", w, v_BxKxSxD)
+  if extra is None:
+    w = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxKxSxD.dtype)
+    out = jnp.einsum("bkgts,bksd->btkgd", w, v_BxKxSxD)
+    return out.reshape(b, t, h, d)
+  k_new, v_new, mask_new = extra
+  s_new = jnp.einsum("btkgd,bknd->bkgtn", q, k_new).astype(jnp.float32) * scale
+  s_new = jnp.where(mask_new[:, None, None], s_new, -1e30)
+  w = jax.nn.softmax(jnp.concatenate([s_BxKxGxTxS, s_new], axis=-1), axis=-1).astype(v_BxKxSxD.dtype)
+  s = k_BxKxSxD.shape[2]
+  out = (jnp.einsum("bkgts,bksd->btkgd", w[..., :s], v_BxKxSxD)
+         + jnp.einsum("bkgtn,bknd->btkgd", w[..., s:], v_new.astype(v_BxKxSxD.dtype)))
   return out.reshape(b, t, h, d)
