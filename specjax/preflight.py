@@ -65,7 +65,12 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
     return gguf_info(path, path.name)
   if not (path / "config.json").is_file():
     return None
-  meta = json.loads((path / "config.json").read_text())
+  try:
+    meta = json.loads((path / "config.json").read_text())
+  except (json.JSONDecodeError, UnicodeDecodeError):
+    return None  # loading names what is wrong with it
+  if not isinstance(meta, dict):
+    return None
   params = safetensors_params(path)
   if "family" in meta:  # a specjax bundle
     cfg = meta.get("config", {})
@@ -73,8 +78,8 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
     context, where = meta.get("context_length"), f"{path}/config.json context_length"
     source_json = path / "source.json"  # a converted GGUF: the file it came from says
     if context is None and source_json.is_file():
-      gguf = pathlib.Path(json.loads(source_json.read_text()).get("gguf", ""))
-      if gguf.is_file():
+      gguf = pathlib.Path(json.loads(source_json.read_text()).get("gguf") or "/nonexistent")
+      if gguf.suffix == ".gguf" and gguf.is_file():
         info = gguf_info(gguf, gguf.name)
         context, where = info.context, info.context_source
     return ModelInfo(params, *shape, encoder=meta["family"] == "t5", context=context,
