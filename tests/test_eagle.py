@@ -200,6 +200,33 @@ def test_truncated_vocabulary_head_is_exact(tiny):
   np.testing.assert_array_equal(out.tokens, base.tokens)
 
 
+def test_head_cache_after_a_one_token_prompt_holds_the_true_inputs(tiny):
+  """A row that starts from one token has no slot to predict its first draft from; its slot 0 must
+  still end up holding (F_0, x_1) -- the generated x_1, not the padding that followed the prompt --
+  like every other committed slot: the cache equals a fresh head pass over the committed text."""
+  target, head = tiny
+  drafter = Eagle(head)
+  prompts = np.array([[5, 0, 0, 0, 0], [1, 2, 3, 1, 2]], np.int32)
+  rows, state, _ = stats_util.drive_rounds(target, drafter, prompts, np.array([1, 5]), gamma=2,
+                                           sampling=specjax.Sampling(), rounds=3)  # greedy: x_1 is the target's
+  tokens, seq_len = np.asarray(rows.tokens_BxS), np.asarray(rows.seq_len_B)
+  assert tokens[0, 1] != 0, "x_1 equals the padding: the check could not tell them apart"
+  committed = np.asarray(state.cache.length_B)  # catch-up commits through the last round's root slot
+  assert committed[0] >= 2 and np.all(committed < seq_len), (committed, seq_len)
+  b, s = tokens.shape
+  ap = lambda *a, **k: head.module.apply({"params": head.params}, *a, **k)
+  feat = train_heads.target_features(target, tokens, head.config.target_layers)["feat"]
+  embed, _ = heads.target_io(target)
+  emb_next = embed[jnp.concatenate([tokens[:, 1:], tokens[:, -1:]], 1)]
+  fresh = kv_cache.init_cache(1, b, s, head.config.num_kv_heads, head.config.head_dim)
+  _, _, fresh = ap(ap(feat, method="project"), emb_next, jnp.broadcast_to(jnp.arange(s)[None], (b, s)), fresh,
+                   kv_cache.causal_mask(s))
+  for r in range(b):
+    n = int(committed[r])
+    np.testing.assert_allclose(state.cache.k_LxBxKxSxD[:, r, :, :n], fresh.k_LxBxKxSxD[:, r, :, :n], atol=1e-4)
+    np.testing.assert_allclose(state.cache.v_LxBxKxSxD[:, r, :, :n], fresh.v_LxBxKxSxD[:, r, :, :n], atol=1e-4)
+
+
 # ----------------------------------------------------------------------------- errors, config
 def test_errors(tiny):
   target, head = tiny

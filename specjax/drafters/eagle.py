@@ -170,16 +170,24 @@ class Eagle(Drafter):
 
   def _catch_up(self, state, tokens_BxS, seq_len_B, depth: int):
     """Head pass over slots ``length .. length + depth`` (inputs known up to ``L - 2``): the root's
-    ``(g, logits)`` and the cache committed through the root's slot ``L - 2``."""
+    ``(g, logits)`` and the cache committed through the root's slot ``L - 2``.
+
+    A row holding one token (``L = 1``) has no slot ``-1`` to predict its first draft: the pass's
+    first slot then reads a zero feature and ``x_0`` (drafts are poor, never wrong) and nothing is
+    committed, so slot 0 is written with ``(F_0, x_1)`` once ``x_1`` exists instead of pairing
+    ``F_0`` with whatever sits past the row's text."""
     cache, s = state.cache, tokens_BxS.shape[1]
     w = depth + 1
     slots_BxW = cache.length_B[:, None] + jnp.arange(w)[None]
+    alone_BxW = (seq_len_B < 2)[:, None] & (slots_BxW == 0)  # the L = 1 root, read from x_0 alone
     h = self._head(kv_cache.gather_rows(state.feat_BxSxF, jnp.minimum(slots_BxW, s - 1)), method="project")
-    emb = state.embed_VxE[kv_cache.gather_rows(tokens_BxS, jnp.minimum(slots_BxW + 1, s - 1))]
+    h = jnp.where(alone_BxW[..., None], 0.0, h)
+    next_BxW = jnp.where(alone_BxW, 0, jnp.minimum(slots_BxW + 1, s - 1))
+    emb = state.embed_VxE[kv_cache.gather_rows(tokens_BxS, next_BxW)]
     g, logits, cache = self._head(h, emb, slots_BxW, cache, kv_cache.causal_mask(w))
     root_B = jnp.clip(seq_len_B - 2 - cache.length_B, 0, w - 1)
     pick = lambda x: jnp.take_along_axis(x, root_B.reshape(-1, 1, 1), 1)[:, 0]
-    return pick(g), pick(logits), cache.with_length(cache.length_B + root_B + 1)
+    return pick(g), pick(logits), cache.with_length(jnp.maximum(cache.length_B, seq_len_B - 1))
 
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
     depth = self.dynamic.depth if self.dynamic is not None else gamma
