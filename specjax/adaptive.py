@@ -84,12 +84,25 @@ def expected_tokens(alpha_B, k_B):
   return (1.0 - alpha_B ** (k_B + 1)) / (1.0 - alpha_B)
 
 
-def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B):
-  """Index into ``widths`` of the verify width with the most expected tokens per cost."""
+def costs_for(adaptive: Adaptive, widths):
+  """float32 ``[W]``: v at each width (a traced argument of the loop, so that measured costs,
+  which differ from run to run, do not change the compiled program)."""
+  return jnp.asarray([adaptive.cost(w) for w in widths], jnp.float32)
+
+
+def compile_key(adaptive: Adaptive) -> Adaptive:
+  """``adaptive`` without its costs: what the compiled loop depends on (costs come as an array)."""
+  return dataclasses.replace(adaptive, verify_costs=(), verify_slope=Adaptive.verify_slope)
+
+
+def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs_W=None):
+  """Index into ``widths`` of the verify width with the most expected tokens per cost
+  (``costs_W``: v at each width; default from ``adaptive``)."""
+  costs_W = costs_for(adaptive, widths) if costs_W is None else costs_W
   scores = []
-  for w in widths:
+  for i, w in enumerate(widths):
     gain = jnp.sum(jnp.where(active_B, expected_tokens(alpha_B, jnp.minimum(offered_B, w)), 0.0))
-    scores.append(gain / adaptive.cost(w))
+    scores.append(gain / costs_W[i])
   return jnp.argmax(jnp.stack(scores)).astype(jnp.int32)
 
 

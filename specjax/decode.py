@@ -201,8 +201,8 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
 
 @functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
                                              "max_len", "lenience", "batch_size", "adaptive"))
-def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, max_new_tokens, sampling,
-                 eos_id, pad_id, max_len, lenience, batch_size=None, adaptive=None):
+def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_costs_W=None, *, gamma, max_new_tokens,
+                 sampling, eos_id, pad_id, max_len, lenience, batch_size=None, adaptive=None):
   start = _start_speculative(target, drafter, max_len)
   (cache, drafter_state), rows, start_B, queue = _start_queue(prompts_BxP, prompt_lengths_B, batch_size,
                                                               max_new_tokens, pad_id, start)
@@ -221,7 +221,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, *, gamma, 
     last_B = _last_tokens(rows)[:, 0]
     if is_chain:
       offered_B = adaptive_lib.offered(draft, gamma, adaptive)
-      pick = (adaptive_lib.choose_width(adaptive, widths, alpha_B, offered_B, active)
+      pick = (adaptive_lib.choose_width(adaptive, widths, alpha_B, offered_B, active, verify_costs_W)
               if len(widths) > 1 else jnp.zeros((), jnp.int32))
       num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
       # one target pass at the smallest compiled width that holds the submitted drafts
@@ -304,11 +304,13 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   rng = jax.random.PRNGKey(0) if rng is None else rng
   target, drafter, prompts, prompt_lengths, rng = sharding.prepare(mesh, target, drafter, prompts, prompt_lengths,
                                                                    rng)  # mesh: shard weights, split batch
+  chain_adaptive = adaptive if tree is None else None
+  costs_W = None if chain_adaptive is None else adaptive_lib.costs_for(adaptive, adaptive.widths_for(gamma))
   with sharding.decode_context(mesh):
-    tokens, lengths, stats = _speculative(target, drafter, prompts, prompt_lengths, rng, gamma=gamma,
-                                          max_new_tokens=max_new_tokens, sampling=sampling, eos_id=eos_id,
-                                          pad_id=pad_id, max_len=max_len, lenience=float(lenience),
-                                          batch_size=batch_size, adaptive=adaptive if tree is None else None)
+    tokens, lengths, stats = _speculative(
+        target, drafter, prompts, prompt_lengths, rng, costs_W, gamma=gamma, max_new_tokens=max_new_tokens,
+        sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len, lenience=float(lenience),
+        batch_size=batch_size, adaptive=None if chain_adaptive is None else adaptive_lib.compile_key(adaptive))
   tokens, lengths = sharding.to_host(tokens), sharding.to_host(lengths)  # gathers when the mesh spans hosts
   stats = summarize(stats, lengths, gamma, rows=batch_size)
   stats["lossy"] = reason is not None

@@ -222,9 +222,6 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
       widths = specjax.Adaptive().widths_for(gamma)
       with specjax.sharding.decode_context(mesh):
         costs = measure.verify_costs(target, prompts[:rows], lengths[:rows], widths, max_len)
-      # the costs are compiled into the decode loop: at 0.1 steps (finer than a shared machine measures
-      # them anyway) a second run of the same command reuses the persistent compilation cache
-      costs = tuple((w, round(cost, 1)) for w, cost in costs)
       adaptive = specjax.Adaptive(confidence=config.confidence, verify_costs=costs)
   spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma,
                                                  lenience=config.lenience, adaptive=adaptive,

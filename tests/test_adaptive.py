@@ -144,3 +144,18 @@ def test_verify_costs_are_measured_per_width_and_never_decrease():
   widths, values = zip(*costs)
   assert widths == (0, 1, 2, 4) and values[0] == 1.0
   assert all(b >= a for a, b in zip(values, values[1:])) and all(v >= 1.0 + 0.02 * w for w, v in costs)
+
+
+def test_measured_costs_do_not_recompile_the_loop():
+  """The costs are a traced argument: runs with different measured costs share one compiled loop
+  (the CLI measures them anew each run and reuses the persistent compilation cache)."""
+  target = testing.tiny_decoder(vocab_size=32, num_layers=1)
+  prompts, lengths = np.array([[1, 2, 3, 1, 2]], np.int32), np.array([5], np.int32)
+  run = lambda costs: specjax.speculative_generate(
+      target, specjax.drafters.NGram(2), prompts, lengths, gamma=3, max_new_tokens=6,
+      adaptive=specjax.Adaptive(verify_costs=costs))
+  run(((0, 1.0), (1, 1.41), (2, 1.5), (3, 1.6)))
+  size = specjax.decode._speculative._cache_size()  # pylint: disable=protected-access
+  never = run(((0, 1.0), (1, 9.0), (2, 9.0), (3, 9.0)))  # drafting never pays: width 0 every round
+  assert specjax.decode._speculative._cache_size() == size  # pylint: disable=protected-access
+  assert never.stats["width_histogram"][1:] == [0, 0, 0] and never.stats["width_histogram"][0] > 0
