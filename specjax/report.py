@@ -82,7 +82,9 @@ def print_report(s, prompts, lengths, spec, tok, sampling, text: bool = True):
   print(f"mean accepted {s['mean_accepted']:.2f} of {s['mean_submitted']:.2f} submitted drafts/iteration; "
         f"per position {s['acceptance_per_position']}")
   if s["adaptive"] is not None:
+    costs = s["adaptive"].get("verify_costs") or ()
     print(f"adaptive draft length: rows submitted 0..{s['gamma']} drafts {s['submitted_histogram']} times; "
-          f"verify widths {s['verify_widths']} ran {s['width_histogram']} times")
+          f"verify widths {s['verify_widths']} ran {s['width_histogram']} times"
+          + (f"; measured v per width {', '.join(f'{w}: {v:.2f}' for w, v in costs)}" if costs else ""))
   if sampling.greedy:
     print("identical to greedy autoregressive output:", "yes" if s["identical_to_autoregressive"] else "NO")
