@@ -29,6 +29,7 @@ class DraftModelOptions(Options):
 class NGramOptions(Options):
   n: int = 3          # longest suffix looked up
   min_match: int = 1  # shortest suffix that counts as a match (none shorter: the row drafts nothing)
+  periodic: bool = True  # a continuation shorter than gamma is drafted on as a repetition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +90,7 @@ def build_draft_model(options, target):
 def build_ngram(options, target):
   from specjax.drafters.ngram import NGram  # pylint: disable=import-outside-toplevel
   del target
-  return NGram(options.n, options.min_match)
+  return NGram(options.n, options.min_match, options.periodic)
 
 
 def build_table(options, target):

@@ -3,6 +3,9 @@
 Falls back to shorter suffixes (n-1, ..., min_match) when the longest has no earlier occurrence.
 ``Draft.num_B`` is the number of tokens that really followed the match (at most gamma), 0 when
 there is no match: with the loop's adaptive draft length such a row costs one plain decode step.
+With ``periodic`` (default) a match whose continuation ends before gamma tokens is extended as a
+repetition: the text since the match, of period ``seq_len - start``, is assumed to repeat, so a
+row stuck in a short loop drafts the full gamma tokens of it (``num_B = gamma``).
 Its q is one-hot: the draft is deterministic given the context, so the lossless rule accepts draft
 x with probability p(x).
 """
@@ -20,6 +23,7 @@ from specjax.models import kv_cache
 class NGram(Drafter):
   n: int = flax.struct.field(pytree_node=False, default=3)
   min_match: int = flax.struct.field(pytree_node=False, default=1)
+  periodic: bool = flax.struct.field(pytree_node=False, default=True)
   kind = "ngram"
 
   def __post_init__(self):
@@ -50,8 +54,15 @@ class NGram(Drafter):
       best_start_B = jnp.where(found, latest_B + k, best_start_B)  # first token after the window
     fallback_B = seq_len_B - 1
     start_B = jnp.where(best_start_B >= 0, best_start_B, fallback_B)
-    idx_BxG = jnp.minimum(start_B[:, None] + jnp.arange(gamma)[None], seq_len_B[:, None] - 1)
-    idx_BxG = jnp.where(best_start_B[:, None] >= 0, idx_BxG, fallback_B[:, None])
+    found_B = best_start_B >= 0
+    j_G = jnp.arange(gamma)[None]
+    if self.periodic:  # past the known continuation, repeat it: period seq_len - start >= 1
+      period_B = jnp.maximum(seq_len_B - start_B, 1)
+      idx_BxG = start_B[:, None] + j_G % period_B[:, None]
+      num_B = jnp.where(found_B, gamma, 0).astype(jnp.int32)
+    else:
+      idx_BxG = jnp.minimum(start_B[:, None] + j_G, seq_len_B[:, None] - 1)
+      num_B = jnp.where(found_B, jnp.minimum(seq_len_B - best_start_B, gamma), 0).astype(jnp.int32)
+    idx_BxG = jnp.where(found_B[:, None], idx_BxG, fallback_B[:, None])
     tokens_BxG = kv_cache.gather_rows(tokens_BxS, idx_BxG)
-    num_B = jnp.where(best_start_B >= 0, jnp.minimum(seq_len_B - best_start_B, gamma), 0).astype(jnp.int32)
     return state, Draft(tokens_BxG, None, num_B=num_B)  # None: one-hot q, built by the loop
