@@ -12,6 +12,15 @@ import sys
 
 TASKS = {
     "specbench": "specjax.bench.specbench",
+    "exactness": "specjax.bench.exactness",
+    "gamma": "specjax.bench.gamma",
+    "families": "specjax.bench.families",
+    "batch": "specjax.bench.batch",
+    "large_vocab": "specjax.bench.large_vocab",
+    "profile": "specjax.bench.profile",
+    "walltime": "specjax.bench.walltime",
+    "hf": "specjax.bench.hf",
+    "peers": "specjax.bench.peers",
     "tables": "specjax.bench.tables",
 }
 
