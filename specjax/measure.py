@@ -7,7 +7,7 @@
   node of a token tree) / one over a single token; ``verify_costs``: v at each verify width the
   adaptive loop compiles.
 * ``paired_times``: the baseline and the speculative run timed alternately, so load drifts on a
-  shared machine hit both.
+  shared machine hit both; ``round_robin_times`` the same for any number of methods.
 
 Every timing is a median after one untimed compile-and-warm-up call.
 """
@@ -38,13 +38,21 @@ def median_time(fn, repeats: int, inner: int = 1) -> tuple:
 
 def paired_times(fn_a, fn_b, repeats: int) -> tuple:
   """(out_a, out_b, median seconds a, median seconds b), a and b timed alternately."""
-  fns, outs, times = (fn_a, fn_b), [jax.block_until_ready(fn_a()), jax.block_until_ready(fn_b())], ([], [])
+  outs, medians, _ = round_robin_times({"a": fn_a, "b": fn_b}, repeats)
+  return outs["a"], outs["b"], medians["a"], medians["b"]
+
+
+def round_robin_times(fns: dict, repeats: int) -> tuple:
+  """(last outputs, median seconds, every timed seconds), each a dict by name: one untimed call of
+  each fn, then ``repeats`` rounds calling every fn once, in order, so load drifts hit all of them."""
+  outs = {name: jax.block_until_ready(fn()) for name, fn in fns.items()}
+  times = {name: [] for name in fns}
   for _ in range(max(repeats, 1)):
-    for i, fn in enumerate(fns):
+    for name, fn in fns.items():
       t0 = time.perf_counter()
-      outs[i] = jax.block_until_ready(fn())
-      times[i].append(time.perf_counter() - t0)
-  return outs[0], outs[1], float(np.median(times[0])), float(np.median(times[1]))
+      outs[name] = jax.block_until_ready(fn())
+      times[name].append(time.perf_counter() - t0)
+  return outs, {name: float(np.median(t)) for name, t in times.items()}, times
 
 
 @jax.jit
