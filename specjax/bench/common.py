@@ -1,0 +1,71 @@
+"""What the measurement commands share: flag parsing with one-line errors, list flags, output files.
+
+A command's ``main(argv)`` builds its flags on a private ``flags.FlagValues()`` and hands them to
+:func:`run_task` with the function that does the work; ``--help`` prints the module docstring and
+the flags, and a bad flag or input is one line on stderr with exit code 2.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+HELP = ("-h", "--help", "-help", "--helpshort", "--helpfull")
+
+
+class UsageError(ValueError):
+  """A bad flag value or a missing input, reported in one line."""
+
+
+def run_task(fv, argv, doc: str, name: str, body) -> int:
+  """Parses ``argv`` into ``fv`` and runs ``body()``; 0 on success, 2 on a usage or input error."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
+  if any(a in HELP for a in argv[1:]):
+    print(doc.strip() + "\n\nflags:\n" + fv.get_help())
+    return 0
+  try:
+    rest = fv(list(argv))
+    if len(rest) > 1:
+      raise UsageError(f"unexpected arguments: {rest[1:]}")
+    return int(body() or 0)
+  except (flags.Error, UsageError, CheckpointError, FileNotFoundError) as e:
+    print(f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+    return 2
+
+
+def parse_list(values, cast, name: str, ok=lambda x: True) -> list:
+  """``cast`` of every item of a list flag, each passing ``ok``; a UsageError naming the flag if not."""
+  try:
+    out = [cast(v) for v in values]
+  except ValueError as e:
+    raise UsageError(f"--{name}: cannot parse {list(values)!r} ({e})") from e
+  bad = [x for x in out if not ok(x)]
+  if not out or bad:
+    raise UsageError(f"--{name}: bad value(s) {bad or list(values)!r}")
+  return out
+
+
+def write_json(path, data, indent: int = 2, **kw) -> None:
+  pathlib.Path(path).write_text(json.dumps(data, indent=indent, **kw) + "\n")
+
+
+def out_dir(path) -> pathlib.Path:
+  out = pathlib.Path(path)
+  out.mkdir(parents=True, exist_ok=True)
+  return out
+
+
+def load_config_file(path):
+  """``get_config()`` of a config file (``configs/tiny_random.py``; a bare name is looked up in configs/)."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  file = pathlib.Path(path)
+  if not file.is_file() and (REPO / "configs" / file.name).is_file():
+    file = REPO / "configs" / file.name
+  if not file.is_file():
+    raise UsageError(f"config file not found: {path}")
+  spec = importlib.util.spec_from_file_location(file.stem, file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()

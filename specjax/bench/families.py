@@ -1,0 +1,211 @@
+"""Every drafter family on one target, one table: params, c, v, alpha, tokens per pass, speedup.
+
+  python -m specjax.bench families                      # demo target, all families, B 1 and 8, T 0 and 1
+  python -m specjax.bench families --families=draft_model,specinfer --batch_sizes=1 --temperatures=0
+  python -m specjax.bench families --variant=specinfer_w2:specinfer:drafter.children=2,1,1,1,1,1,1:drafter.gamma=7
+  python -m specjax.bench families --variant=typical:medusa:drafter.acceptance=typical:allow_lossy=True
+  nice -n 10 python -m specjax.bench families --target=smollm2-135m-instruct   # a real target, held-out prompts
+
+**Demo target** (no ``--target``): each family is a config of configs/ (``FAMILIES``), and each
+row one ``specjax.experiment.run`` (the CLI's measurement): the autoregressive baseline and the
+speculative run timed alternately in one process (so load drifts hit both), c = one drafting round
+/ gamma / one target step, v = one verify pass / one target step, both measured for every drafter.
+``--variant=name:family:key=value:...`` adds a row set with config keys changed (``drafter.x`` for
+the drafter section; values parse as int, float, bool (True/False), comma lists of ints, else
+text). ``--pair`` swaps in another config's target, drafter model and prompt length (heads then
+random). Writes ``families.{json,csv,md}`` under ``--out_dir`` (default benchmarks/families).
+
+**A real target** (``--target``, anything ``specjax.load_pretrained`` takes): the drafters trained for
+it (``REAL_FAMILIES``; weights from the flags below) on the held-out split of
+``scripts/make_real_data.py`` (``--data``: stdlib files and gettext catalogues no training row came
+from), a fixed mix of code / "Translate to German" chat / English text. B=8 runs the 8 prompts as
+one batch; B=1 runs the first ``--b1_prompts`` one at a time (tokens and times summed). Per row:
+the two decoders timed alternately (:func:`specjax.measure.paired_times`) after a compile run;
+``c`` and ``v`` from :func:`specjax.measure.costs`; expected speedup = tokens per pass / (gamma c +
+v). ``c (full V)``: the same drafter with a full-vocabulary head (random weights; only its cost
+matters), i.e. what truncation saves. Lossy rows (Medusa's typical acceptance, T > 0 only) are
+flagged LOSSY. Writes ``real.{json,md}`` under ``--out_dir`` (default benchmarks/real); ``--merge``
+reruns only ``--families`` in an existing real.json.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import pathlib
+
+from specjax.bench import common
+
+# family -> (config file, overrides)
+FAMILIES = {
+    "draft_model": ("demo.py", {}),
+    "ngram": ("demo.py", {"drafter.kind": "ngram", "drafter.gamma": 4}),
+    "table": ("table_demo.py", {}),
+    "specinfer": ("specinfer_demo.py", {}),
+    "medusa": ("medusa_demo.py", {}),
+    "mtp": ("mtp_demo.py", {}),
+    "dflash": ("dflash_demo.py", {}),
+    "eagle": ("eagle_demo.py", {}),
+    "eagle_static": ("eagle_demo.py", {"drafter.tree": "static"}),
+    "eagle_dynamic": ("eagle_demo.py", {"drafter.tree": "dynamic"}),
+}
+COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
+           "alpha", "mean_accepted", "tokens_per_iteration", "baseline_tokens_per_s", "tokens_per_s", "speedup",
+           "expected_speedup", "batch_utilization", "identical_to_autoregressive", "lossy", "acceptance_per_position",
+           "conditional_acceptance_per_position")
+DEMO_ONLY = ("variant", "pair")
+
+
+# ----------------------------------------------------------------------------- the demo target
+def load_config(filename: str):
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  return experiment.normalize(common.load_config_file(common.REPO / "configs" / filename))
+
+
+def parse_value(text: str):
+  """A --variant value: True/False, int, float, a comma list of ints, else the text itself."""
+  if text in ("True", "False", "true", "false"):
+    return text.lower() == "true"
+  if "," in text:
+    try:
+      return tuple(int(x) for x in text.split(",") if x)
+    except ValueError:
+      return text
+  for cast in (int, float):
+    try:
+      return cast(text)
+    except ValueError:
+      pass
+  return text
+
+
+def parse_variant(text: str) -> tuple:
+  """``name:family:key=value:...`` -> (name, config file, overrides)."""
+  name, _, rest = text.partition(":")
+  family, *pairs = rest.split(":")
+  if family not in FAMILIES:
+    raise common.UsageError(f"--variant {text!r}: unknown family {family!r}; expected one of {list(FAMILIES)}")
+  overrides = dict(FAMILIES[family][1])
+  for pair in pairs:
+    key, sep, value = pair.partition("=")
+    if not sep:
+      raise common.UsageError(f"--variant {text!r}: {pair!r} is not key=value")
+    overrides[key] = parse_value(value)
+  return name, FAMILIES[family][0], overrides
+
+
+def family_config(name, filename, overrides, batch, temperature, *, pair: str, max_new_tokens: int, repeats: int):
+  """The run config of one row: the family's config, ``pair``'s models, ``overrides``, batch and temperature."""
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  config = load_config(filename)
+  with config.unlocked():
+    if pair:  # another target: draft models from the pair, heads random (they were trained for the demo)
+      other = experiment.normalize(common.load_config_file(pair))
+      config.target, config.prompt_len = other.target, other.prompt_len
+      if config.drafter.kind in experiment.SMALL_MODEL_KINDS:
+        config.drafter.checkpoint, config.drafter.model = other.drafter.get("checkpoint", ""), other.drafter.get("model")
+      else:
+        config.drafter.checkpoint = ""
+    for key, value in overrides.items():  # "drafter.tree" sets config.drafter.tree
+      section, _, field = key.rpartition(".")
+      holder = config[section] if section else config
+      if field not in holder:
+        raise common.UsageError(f"{name}: unknown config key {key!r} for configs/{filename}")
+      try:
+        holder[field] = value
+      except TypeError as e:  # ConfigDict keeps a field's type
+        raise common.UsageError(f"{name}: {key}={value!r}: {e}") from e
+    config.batch_size, config.temperature = batch, float(temperature)
+    config.max_new_tokens, config.repeats = max_new_tokens, repeats
+  return config
+
+
+def markdown(rows) -> str:
+  lines = ["| family | B | T | γ | drafted nodes | drafter params | c | v | α | tokens/iter | AR tok/s "
+           "| spec tok/s | speedup | expected | = AR |", "|" + "---|" * 15]
+  for r in rows:
+    same = {True: "yes", False: "**NO**"}.get(r["identical_to_autoregressive"], "n/a") if r["temperature"] == 0 else "n/a"
+    lines.append(f"| {r['family']}{' (lossy)' if r['lossy'] else ''} | {r['batch_size']} | {r['temperature']:g} "
+                 f"| {r['gamma']} | {r['drafted_nodes']} | {r['drafter_params']:,} | {r['c']:.3f} | {r['v']:.2f} "
+                 f"| {r['alpha']:.3f} | {r['tokens_per_iteration']:.2f} | {r['baseline_tokens_per_s']:.1f} "
+                 f"| {r['tokens_per_s']:.1f} | {r['speedup']:.2f}x | {r['expected_speedup']:.2f}x | {same} |")
+  return "\n".join(lines)
+
+
+def run_demo(fv, argv, batches, temps) -> int:
+  import jax  # pylint: disable=import-outside-toplevel
+  from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  names = list(FAMILIES) if fv.families is None else fv.families
+  unknown = [f for f in names if f not in FAMILIES]
+  if unknown:
+    raise common.UsageError(f"--families: unknown {unknown}; expected some of {list(FAMILIES)}")
+  sets = [(f, *FAMILIES[f]) for f in names] + [parse_variant(v) for v in fv.variant]
+  max_new, repeats = fv.max_new_tokens or 192, fv.repeats or 3
+  configs = [(s[0], family_config(*s, b, t, pair=fv.pair, max_new_tokens=max_new, repeats=repeats))
+             for s in sets for b in batches for t in temps]  # every key checked before anything runs
+  out = common.out_dir(fv.out_dir or "benchmarks/families")
+  rows = []
+  with tqdm(configs, desc="drafter families") as bar:
+    for name, config in bar:
+      bar.set_postfix_str(f"{name} B={config.batch_size} T={config.temperature:g}")
+      try:
+        s = experiment.run(config, verbose=False)
+      except ValueError as e:  # refused before anything compiles
+        if "lossy configuration refused" not in str(e):
+          raise
+        raise common.UsageError(f"{name}: {str(e).split('. Set ')[0]}; a --variant runs it with :allow_lossy=True")
+      rows.append({**{k: s.get(k) for k in COLUMNS}, "family": name})  # per-position lists: JSON, CSV as text
+      # written after every row: a long sweep that dies keeps what it measured
+      meta = {"argv": list(argv), "devices": [str(d) for d in jax.devices()], "jax": jax.__version__,
+              "max_new_tokens": max_new, "repeats": repeats,
+              "date": datetime.datetime.now().isoformat(timespec="seconds")}
+      common.write_json(out / "families.json", {"meta": meta, "rows": rows}, default=str)
+      (out / "families.md").write_text(markdown(rows) + "\n")
+      with open(out / "families.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+  print(markdown(rows))
+  print(f"wrote {out}/families.json, families.csv, families.md")
+  return 0
+
+
+# ----------------------------------------------------------------------------- flags
+def _flags():
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from specjax.bench import families_real  # pylint: disable=import-outside-toplevel
+  fv = flags.FlagValues()
+  flags.DEFINE_string("target", "", "empty: the demo target and configs/; else a real target "
+                      "(specjax.load_pretrained) and the drafters trained for it", flag_values=fv)
+  flags.DEFINE_list("families", None, f"rows; demo: any of {', '.join(FAMILIES)} (default all); --target: any of "
+                    f"{', '.join(families_real.REAL_FAMILIES)} (default draft_lm,ngram)", flag_values=fv)
+  flags.DEFINE_multi_string("variant", [], "demo: extra row sets, name:family:key=value:key=value", flag_values=fv)
+  flags.DEFINE_string("pair", "", "demo: a config whose target, drafter and prompt_len replace the demo's "
+                      "(e.g. configs/tiny_random.py); heads are then random", flag_values=fv)
+  flags.DEFINE_list("batch_sizes", "1,8", "batch sizes", flag_values=fv)
+  flags.DEFINE_list("temperatures", "0,1", "sampling temperatures", flag_values=fv)
+  flags.DEFINE_integer("max_new_tokens", None, "tokens per row (default 192; --target: 96)", flag_values=fv)
+  flags.DEFINE_integer("repeats", None, "timed runs of each decoder, alternating (default 3; --target: 1)",
+                       flag_values=fv)
+  flags.DEFINE_string("out_dir", "", "where the tables go (default benchmarks/families; --target: benchmarks/real)",
+                      flag_values=fv)
+  families_real.define_flags(fv)
+  return fv
+
+
+def _run(fv, argv) -> int:
+  from specjax.bench import families_real  # pylint: disable=import-outside-toplevel
+  mode, other = ("--target", DEMO_ONLY) if fv.target else ("the demo target", families_real.REAL_ONLY)
+  wrong = [f"--{name}" for name in other if fv[name].present]
+  if wrong:
+    raise common.UsageError(f"{', '.join(wrong)}: not used with {mode}")
+  batches = common.parse_list(fv.batch_sizes, int, "batch_sizes", lambda b: b >= 1)
+  temps = common.parse_list(fv.temperatures, float, "temperatures", lambda t: t >= 0)
+  if fv.target:
+    return families_real.run(fv, argv, batches, temps)
+  return run_demo(fv, argv, batches, temps)
+
+
+def main(argv) -> int:
+  fv = _flags()
+  return common.run_task(fv, argv, __doc__, "families", lambda: _run(fv, argv))
