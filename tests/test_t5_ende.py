@@ -120,6 +120,26 @@ def test_greedy_speculative_equals_autoregressive(pair, held_out_batch, greedy, 
   assert 0.1 < spec.stats["alpha"] <= 1.0
 
 
+@pytest.mark.slow
+def test_walltime_table_on_the_t5_pair(tmp_path, capsys):
+  """``python -m specjax.bench walltime --t5_ende``, shortened: two prompts, the small drafter, greedy."""
+  from specjax.bench import __main__ as bench_main  # pylint: disable=import-outside-toplevel
+  assert bench_main.main(["specjax.bench", "walltime", "--t5_ende", "--drafters=small", "--prompts=2",
+                          "--gammas=1,2", "--temperatures=0", "--max_new_tokens=4", "--repeats=1",
+                          f"--out_dir={tmp_path}"]) == 0
+  data = json.loads((tmp_path / "results.json").read_text())
+  assert [(r["drafter"], r["gamma"]) for r in data["rows"]] == [("small", 1), ("small", 2)]
+  for r in data["rows"]:
+    assert r["identical_to_autoregressive"] is True and r["speedup"] > 0 and r["v"] > 1 and r["c"] > 0
+  assert data["meta"]["prompts"] == 2 and len(data["meta"]["prompt_texts"]) == 2
+  assert sorted(data["meta"]["v_by_gamma"]) == ["1", "2"]
+  table = (tmp_path / "table2.md").read_text()
+  assert "| Leviathan et al., T5-XXL 11B | T5-small | 77M (1/143) | 0 | 7 |" in table
+  assert "| specjax, T5 " in table and "| small |" in table and table in capsys.readouterr().out + "\n"
+  assert "| small |" in (tmp_path / "sweep.md").read_text()
+  assert (tmp_path / "speedup_vs_gamma.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_cpu_config_uses_the_trained_pair_and_real_prompts(tok):
   import importlib.util  # pylint: disable=import-outside-toplevel
   spec = importlib.util.spec_from_file_location("t5cfg", REPO / "configs" / "t5xxl_small.py")
