@@ -27,8 +27,8 @@ step() {  # step NAME COMMAND...
   echo "$name: rc=$rc"; tail -n 5 "$OUT_DIR/$name.log"
 }
 step demo python -m specjax.run --config.repeats=3
-step families python scripts/compare_drafters.py --batch_sizes=1,8 --temperatures=0 --out_dir="$OUT_DIR/families"
-step profile python scripts/profile_step.py --out_dir="$OUT_DIR/profile"
-step batch_sweep python scripts/bench_batch.py --out_dir="$OUT_DIR/batch"
+step families python -m specjax.bench families --batch_sizes=1,8 --temperatures=0 --out_dir="$OUT_DIR/families"
+step profile python -m specjax.bench profile --out_dir="$OUT_DIR/profile"
+step batch_sweep python -m specjax.bench batch --out_dir="$OUT_DIR/batch"
 (IFS=,; echo "{\"devices\": \"$(tr -d '"\n' <"$OUT_DIR/devices.txt")\", \"steps\": [${results[*]}]}") >"$OUT_DIR/device_check.json"
 cat "$OUT_DIR/device_check.json"

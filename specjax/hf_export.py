@@ -4,7 +4,7 @@ The exact inverse of :func:`specjax.hf_import.from_hf`'s Llama mapping, so
 ``from_hf(to_hf_llama(model, dir))`` gives back the same params. specjax's decoder is a Llama
 (RMSNorm with a weight multiply, rotate-half RoPE, SwiGLU, GQA, no biases), so this is transposes
 and reshapes only. Written so transformers' own ``generate`` (and assisted generation) can run
-specjax weights side by side with specjax (scripts/compare_hf.py). The exports need no torch; only
+specjax weights side by side with specjax (``python -m specjax.bench hf``). The exports need no torch; only
 :func:`load_draft_lm_torch` imports it.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ def draft_lm_to_hf(model: Model, subset_K, folder, *, max_position_embeddings: i
   K-wide head) is not a Llama ``lm_head``; it is written as ``lm_head.0`` (up), ``lm_head.1`` (norm)
   and ``lm_head.2`` (a V-wide linear whose rows outside ``subset_K`` are zero with bias -1e9, so
   their probability is 0, as in specjax), and :func:`load_draft_lm_torch` builds that head. Used to
-  run transformers' assisted generation with our drafter (scripts/compare_peers_real.py).
+  run transformers' assisted generation with our drafter (``python -m specjax.bench peers``).
   """
   from specjax.models.draft_lm import FROZEN, FROZEN_HEAD, DraftLM  # pylint: disable=import-outside-toplevel
   if not isinstance(model.module, DraftLM):

@@ -1,5 +1,5 @@
 """Reference points for the decode loop's speed: this machine's rates, a step's compiled cost, and
-the minimal hand-written loop a jitted ``generate`` should match (scripts/profile_step.py).
+the minimal hand-written loop a jitted ``generate`` should match (``python -m specjax.bench profile``).
 
 * :func:`machine_rates`: measured copy bandwidth (bytes read + written per second) and float32
   matmul rate, so floors are this machine's, not a datasheet's.

@@ -1,6 +1,6 @@
 """The compiled loops update their caches in place, and the minimal reference loop agrees with them.
 
-Speed itself is a benchmark (scripts/profile_step.py); what a test can pin down is structure: no
+Speed itself is a benchmark (``python -m specjax.bench profile``); what a test can pin down is structure: no
 op in the optimized HLO of a loop makes a new whole-cache buffer by copying or transposing one
 (before the fix, every layer transposed and copied the stacked cache twice per step at batch > 1).
 """

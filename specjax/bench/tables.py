@@ -197,7 +197,7 @@ def _families(src: Sources, rel: str) -> Table:
                 "AR tok/s", "spec tok/s", "speedup", "expected", "= AR"], rows)
 
 
-@table("families", "every drafter family on the demo target (scripts/compare_drafters.py)")
+@table("families", "every drafter family on the demo target (python -m specjax.bench families)")
 def families(src: Sources) -> Table:
   return _families(src, "benchmarks/families/families.json")
 
@@ -220,7 +220,7 @@ def eagle(src: Sources) -> Table:
                 "speedup", "= AR"], rows)
 
 
-@table("gamma_sweep", "an earlier gamma sweep of the demo pair on a loaded machine (scripts/benchmark.py)")
+@table("gamma_sweep", "an earlier gamma sweep of the demo pair on a loaded machine (python -m specjax.bench gamma)")
 def gamma_sweep(src: Sources) -> Table:
   rows = []
   for r in src.json("benchmarks/results/results.json")["rows"]:
@@ -255,7 +255,7 @@ def compare_hf_torch2(src: Sources) -> Table:
   return _compare_hf(src, "benchmarks/compare_hf/compare_hf_torch2threads.json")
 
 
-@table("refill", "continuous refill at batch 8 against static batches (scripts/bench_batch.py)")
+@table("refill", "continuous refill at batch 8 against static batches (python -m specjax.bench batch)")
 def refill(src: Sources) -> Table:
   d = src.json("benchmarks/batch/bench_batch.json")
   rows = [[r["decoder"], n(r["tokens"]), f(r["static_tok_s"], 1), f(r["refill_tok_s"], 1), x(r["gain"]),
@@ -264,7 +264,7 @@ def refill(src: Sources) -> Table:
                 "same tokens"], rows, note=d["header"] + ".")
 
 
-@table("batch_sweep", "speedup against batch size with refill on (scripts/bench_batch.py)")
+@table("batch_sweep", "speedup against batch size with refill on (python -m specjax.bench batch)")
 def batch_sweep(src: Sources) -> Table:
   d = src.json("benchmarks/batch/bench_batch.json")
   rows = [[str(r["batch"]), r["drafter"], f(r["ar_tok_s"], 1), f(r["spec_tok_s"], 1), x(r["speedup"]),
@@ -274,7 +274,7 @@ def batch_sweep(src: Sources) -> Table:
                 "util.", "= AR"], rows)
 
 
-@table("profile", "one decode step piece by piece, demo pair and SmolLM2 (scripts/profile_step.py)")
+@table("profile", "one decode step piece by piece, demo pair and SmolLM2 (python -m specjax.bench profile)")
 def profile(src: Sources) -> Table:
   rows = []
   for label, rel in (("demo pair", "benchmarks/profile/profile_demo.json"),
@@ -317,7 +317,8 @@ def large_vocab_gemma(src: Sources) -> Table:
                rows)
 
 
-@table("real_vs_hf", "SmolLM2 and Gemma 3 in specjax and in transformers, same GGUF (scripts/compare_hf_real.py)")
+@table("real_vs_hf", "SmolLM2 and Gemma 3 in specjax and in transformers, same GGUF "
+       "(python -m specjax.bench hf --real)")
 def real_vs_hf(src: Sources) -> Table:
   d = src.json("benchmarks/real_models/compare_hf_real.json")
   rows = []
@@ -349,7 +350,8 @@ def _real(src: Sources, rel: str) -> Table:
                 "spec tok/s", "speedup", "expected", "formula", "= AR at T=0"], rows)
 
 
-@table("real_families", "every drafter family trained for SmolLM2-135M, held-out prompts (scripts/compare_real_drafters.py)")
+@table("real_families", "every drafter family trained for SmolLM2-135M, held-out prompts "
+       "(python -m specjax.bench families --target)")
 def real_families(src: Sources) -> Table:
   return _real(src, "benchmarks/real/real.json")
 
@@ -364,7 +366,7 @@ def gemma_families(src: Sources) -> Table:
   return _real(src, "benchmarks/real_gemma/real.json")
 
 
-@table("real_peers", "SmolLM2-135M beside transformers and llama.cpp, batch 1 (scripts/compare_peers_real.py)")
+@table("real_peers", "SmolLM2-135M beside transformers and llama.cpp, batch 1 (python -m specjax.bench peers)")
 def real_peers(src: Sources) -> Table:
   d = src.json("benchmarks/real_peers/peers.json")
   rows = []
@@ -380,7 +382,8 @@ def real_peers(src: Sources) -> Table:
 
 # ---------------------------------------------------------------------------------------------- docs/reproductions.md
 
-@table("walltime", "the walltime formula against measured speedups, demo pair, batch 1 (scripts/reproduce_walltime.py)")
+@table("walltime", "the walltime formula against measured speedups, demo pair, batch 1 "
+       "(python -m specjax.bench walltime)")
 def walltime(src: Sources) -> Table:
   d = src.json("benchmarks/walltime/reproduce.json")
   rows = []
@@ -392,7 +395,8 @@ def walltime(src: Sources) -> Table:
                 "= AR"], rows)
 
 
-@table("t5_best", "T5 EnDe pair trained here: best γ per drafter and temperature (scripts/reproduce_t5_table.py)")
+@table("t5_best", "T5 EnDe pair trained here: best γ per drafter and temperature "
+       "(python -m specjax.bench walltime --t5_ende)")
 def t5_best(src: Sources) -> Table:
   d = src.json("benchmarks/t5_ende/results.json")
   target = d["meta"]["target_params"]

@@ -51,7 +51,7 @@ def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale
 
   Keys and values come heads-first, ``[B, K, S, D]``: the dots then batch over the leading
   ``(b, k)`` as stored, where a ``[B, S, K, D]`` cache made XLA transpose-copy every layer's
-  whole cache on every step (a third of a batch-8 step on CPU, scripts/profile_step.py).
+  whole cache on every step (a third of a batch-8 step on CPU, ``python -m specjax.bench profile``).
   ``extra = (k_BxKxTxD, v_BxKxTxD, mask_BxTxT)``: more keys and values (new tokens not written
   to the cache, kv_cache.PendingKV) in the same softmax, without concatenating them to the cache.
   """
