@@ -7,8 +7,8 @@
 Sliding-window layers (512) and global layers (every sixth) with their own RoPE theta; the
 262,144-token vocabulary. The first run converts the GGUF (~20 s) and caches it under
 ~/.cache/specjax. Base model: no chat template; rows stop at <eos>. Medusa heads trained for it
-(specjax/assets/gemma3/medusa, a 4,096-token truncated vocabulary; scripts/train_real_heads.py
---target=gemma3-270m --family=medusa):
+(specjax/assets/gemma3/medusa, a 4,096-token truncated vocabulary; python -m specjax.train medusa
+--data=real --target=gemma3-270m):
 
   python -m specjax.run --config=configs/gemma3_270m.py:medusa
 """
@@ -21,7 +21,8 @@ def get_config(arg: str | None = None):
   if kind not in ("ngram", "medusa"):
     raise ValueError(f"unknown argument {arg!r}; expected 'ngram' or 'medusa'")
   c = sibling_config(__file__, "smollm2_135m", "ngram")  # the same run, another real target
-  c.target = {"checkpoint": "gemma3-270m"}
+  c.target = {"checkpoint": "gemma3-270m",
+              "param_dtype": "auto", "cache_dtype": ""}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype
   if kind == "medusa":
     c.drafter = drafter_section("medusa", checkpoint="gemma3/medusa", tree="chain3+1x2", gamma=3)
   return c

@@ -10,7 +10,7 @@ The first run converts the GGUF (dequantize + tokenizer, ~10 s) and caches it un
 every row to max_new_tokens. It drafts by prompt lookup (n-gram), which needs no weights and is
 the fastest here (README "Drafters trained for SmolLM2"). The trained drafters shipped for this
 target under specjax/assets/smollm2, each with a truncated vocabulary (subset.npy) and its
-training.json (scripts/train_real_drafter.py, scripts/train_real_heads.py):
+training.json (python -m specjax.train draft_model; mtp and medusa with --data=real):
 
   python -m specjax.run --config=configs/smollm2_135m.py:draft_model   # distilled 2-layer model
   python -m specjax.run --config=configs/smollm2_135m.py:specinfer     # its token tree
@@ -18,9 +18,9 @@ training.json (scripts/train_real_drafter.py, scripts/train_real_heads.py):
   python -m specjax.run --config=configs/smollm2_135m.py:medusa        # Medusa heads, a sparse tree
 
 A DFlash block drafter (7.5 MB, not shipped: the weakest here) is 17 minutes away once
-scripts/make_real_data.py has run:
+python -m specjax.train data has run:
 
-  python scripts/train_real_heads.py --family=dflash --steps=1600 --out=runs/smollm2_dflash/head
+  python -m specjax.train dflash --data=real --steps=1600 --out=runs/smollm2_dflash/head
   python -m specjax.run --config=configs/smollm2_135m.py --config.drafter.kind=dflash \
       --config.drafter.checkpoint=runs/smollm2_dflash/head --config.drafter.gamma=3
 """
@@ -42,7 +42,8 @@ def get_config(arg: str | None = None):
   if kind not in DRAFTERS:
     raise ValueError(f"unknown argument {arg!r}; expected one of {sorted(DRAFTERS)}")
   c = sibling_config(__file__, "demo", None)
-  c.target = {"checkpoint": "smollm2-135m-instruct"}
+  c.target = {"checkpoint": "smollm2-135m-instruct",
+              "param_dtype": "auto", "cache_dtype": ""}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype
   c.drafter = drafter_section(kind, **DRAFTERS[kind])
   c.prompt = "def fibonacci(n):"
   c.prompt_len = 64

@@ -1,8 +1,10 @@
 """Save and load model bundles as safetensors + config.json (no pickle anywhere).
 
 Layout of a model folder: ``config.json`` ({"family": ..., "config": {...}}) and
-``model.safetensors`` with params flattened to '/'-joined names. bf16 storage is allowed;
-params are cast back to float32 on load. HF imports live in ``specjax.hf_import``.
+``model.safetensors`` with params flattened to '/'-joined names, stored in float32 or bfloat16.
+Loading reads one tensor at a time and casts it to the chosen storage dtype as it goes
+(:mod:`specjax.precision`), so host memory peaks near the loaded params plus one tensor, not at
+whole-file copies. HF imports live in ``specjax.hf_import``.
 """
 from __future__ import annotations
 
@@ -38,15 +40,16 @@ def _np_dtype(name):
   return {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}[name]
 
 
-def load_model(folder, **config_overrides) -> Model:
-  """Loads a specjax model folder; every failure names the file and what is wrong."""
-  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
-  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+def load_model(folder, param_dtype: str | None = "auto", **config_overrides) -> Model:
+  """Loads a specjax model folder, params in ``param_dtype`` (``specjax.precision``; ``"auto"``:
+  float32 on CPU, bfloat16 on accelerators); every failure names the file and what is wrong."""
+  from specjax import precision  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
   cfg_path, weights_path = folder / "config.json", folder / "model.safetensors"
   for p in (cfg_path, weights_path):
     if not p.is_file():
       raise CheckpointError(f"checkpoint file missing: {p}")
+  dtype = precision.storage_dtype(param_dtype)
   try:
     meta = json.loads(cfg_path.read_text())
     from specjax.models import families  # pylint: disable=import-outside-toplevel
@@ -54,16 +57,26 @@ def load_model(folder, **config_overrides) -> Model:
     cfg = config_cls(**{**meta["config"], **config_overrides})
   except (json.JSONDecodeError, KeyError, TypeError) as e:
     raise CheckpointError(f"{cfg_path}: not a valid specjax config ({type(e).__name__}: {e})") from e
+  return from_flat_params(module_cls(cfg), read_safetensors(weights_path, dtype), source=str(weights_path))
+
+
+def read_safetensors(path, dtype) -> dict:
+  """``{name: array}`` of a safetensors file, each tensor read alone and cast (``precision.cast_leaf``)."""
+  from safetensors import SafetensorError, safe_open  # pylint: disable=import-outside-toplevel
+  from specjax import precision  # pylint: disable=import-outside-toplevel
+  flat = {}
   try:
-    flat = load_file(str(weights_path))
-  except (SafetensorError, OSError, ValueError) as e:
-    raise CheckpointError(f"{weights_path}: corrupt or truncated safetensors file ({e})") from e
-  return from_flat_params(module_cls(cfg), {k: np.asarray(v, np.float32) for k, v in flat.items()},
-                          source=str(weights_path))
+    with safe_open(str(path), framework="flax") as f:
+      for name in f.keys():
+        flat[name] = precision.cast_leaf(f.get_tensor(name), dtype)
+  except (SafetensorError, OSError, ValueError, TypeError) as e:
+    raise CheckpointError(f"{path}: corrupt or truncated safetensors file ({e})") from e
+  return flat
 
 
 def from_flat_params(module, flat: dict, source: str = "<params>") -> Model:
-  """Checks names and shapes against the module's abstract params, then builds the bundle."""
+  """Checks names and shapes against the module's abstract params, then builds the bundle. Empties
+  ``flat`` as it moves each array to the device, so host copies are not all held at once."""
   from specjax.models.bundle import _dummy_inputs  # pylint: disable=import-outside-toplevel
   import flax.linen as nn  # pylint: disable=import-outside-toplevel
   args, kwargs = _dummy_inputs(module)
@@ -78,5 +91,5 @@ def from_flat_params(module, flat: dict, source: str = "<params>") -> Model:
     if tuple(flat[k].shape) != tuple(spec.shape):
       raise CheckpointError(f"{source}: param {k!r} has shape {tuple(flat[k].shape)}, "
                             f"config expects {tuple(spec.shape)}")
-  params = traverse_util.unflatten_dict({k: jax.numpy.asarray(v) for k, v in flat.items()}, sep="/")
+  params = traverse_util.unflatten_dict({k: jax.numpy.asarray(flat.pop(k)) for k in list(flat)}, sep="/")
   return Model(module=module, params=params)

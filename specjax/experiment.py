@@ -4,7 +4,8 @@ A config is an ``ml_collections.ConfigDict`` with two nested sections and run ke
 
 * ``target``: ``checkpoint`` (anything ``specjax.load_pretrained`` takes: a registered name, a .gguf
   file, an HF folder, a specjax bundle or a name under specjax/assets), or a model family's config
-  fields for a random init (``{"family": "decoder", "d_model": 64, ...}``).
+  fields for a random init (``{"family": "decoder", "d_model": 64, ...}``); ``param_dtype``
+  (``auto``: float32 on CPU, bfloat16 on accelerators), ``dtype`` (compute) and ``cache_dtype``.
 * ``drafter``: ``kind`` (a registered drafter kind, ``specjax.drafters.kinds()``) and that kind's
   options (``gamma``, ``checkpoint`` and its own fields; defaults and names are the kind's options
   dataclass, ``specjax.drafters.options_class(kind)``); ``model``: family fields of a random-init
@@ -34,7 +35,7 @@ import ml_collections
 import numpy as np
 
 import specjax
-from specjax import loading, measure, preflight, theory
+from specjax import loading, measure, precision, preflight, theory
 from specjax import prompts as prompts_lib
 from specjax import report as report_lib
 from specjax.data.tokenizer import ByteTokenizer
@@ -80,6 +81,7 @@ def normalize(config) -> ml_collections.ConfigDict:
     raise ValueError(f"batch_size must be a positive int (rows decoded at once), got {config.batch_size!r}")
   if "target" not in config:
     raise ValueError("the config has no target section (config.target.checkpoint or model fields)")
+  precision.resolve(config.target.get("param_dtype"))  # a bad dtype name: error now
   drafter = dict(config.get("drafter") or {})
   drafter.setdefault("kind", "draft_model")
   config.drafter = ml_collections.ConfigDict(drafter)
@@ -118,11 +120,15 @@ def gamma_of(config) -> int:
 
 
 def load_model(spec, seed: int):
-  """``(model, tokenizer or None)``: a checkpoint, or a random init from the family's config fields."""
+  """``(model, tokenizer or None)``: a checkpoint, or a random init from the family's config fields;
+  params stored in the spec's ``param_dtype`` (:mod:`specjax.precision`, default ``"auto"``)."""
   spec = dict(spec)
+  param_dtype = spec.pop("param_dtype", "auto")
   if spec.get("checkpoint"):
-    return loading.load_pretrained(spec["checkpoint"])
-  return families.from_fields(spec, seed), None
+    overrides = {k: spec[k] for k in ("dtype", "cache_dtype") if spec.get(k)}
+    return loading.load_pretrained(spec["checkpoint"], param_dtype=param_dtype, **overrides)
+  model = families.from_fields(spec, seed)
+  return model.replace(params=precision.cast_params(model.params, param_dtype)), None
 
 
 def make_drafter(config, target):

@@ -165,12 +165,15 @@ def _hf_shape(t) -> tuple:
   return tuple(int(n) for n in reversed(t.shape))  # GGUF lists dimensions innermost first
 
 
-def from_gguf(path, **config_overrides) -> Model:
-  """Loads a GGUF file as a specjax model (params float32)."""
+def from_gguf(path, param_dtype: str | None = "float32", **config_overrides) -> Model:
+  """Loads a GGUF file as a specjax model, params dequantized and stored in ``param_dtype``
+  (:mod:`specjax.precision`; float32 by default: the conversion cache keeps the dequantized values)."""
+  from specjax import precision  # pylint: disable=import-outside-toplevel
   from specjax import hf_import  # pylint: disable=import-outside-toplevel
   path = pathlib.Path(path)
   reader = open_reader(path)
   meta = metadata(reader)
   cfg = hf_config(meta, {t.name: tuple(int(n) for n in t.shape) for t in reader.tensors}, path)
   weights = gguf_weights(reader, cfg, meta["general.architecture"], path)
+  weights.dtype = precision.storage_dtype(param_dtype)
   return hf_import.from_config(cfg, weights, path, str(path), **config_overrides)

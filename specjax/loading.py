@@ -34,8 +34,16 @@ def cache_dir() -> pathlib.Path:
   return pathlib.Path(os.environ.get("SPECJAX_CACHE", pathlib.Path.home() / ".cache" / "specjax"))
 
 
-def load_pretrained(source, *, cache: bool = True, verbose: bool = True, **config_overrides):
-  """``(model, tokenizer)`` for a registered name, a .gguf file, an HF folder or a specjax bundle."""
+def load_pretrained(source, *, param_dtype: str | None = "auto", cache: bool = True, verbose: bool = True,
+                    **config_overrides):
+  """``(model, tokenizer)`` for a registered name, a .gguf file, an HF folder or a specjax bundle.
+
+  ``param_dtype``: the params' storage dtype (:mod:`specjax.precision`; ``"auto"``: float32 on CPU,
+  bfloat16 on accelerators); ``config_overrides`` replace model config fields (``dtype`` for
+  compute, ``cache_dtype`` for the KV cache).
+  """
+  from specjax import precision  # pylint: disable=import-outside-toplevel
+  config_overrides = dict(config_overrides, param_dtype=precision.resolve(param_dtype))
   model, tokenizer = _load(str(source), cache, verbose, config_overrides)
   if tokenizer.vocab_size > model.vocab_size:  # ids past the embedding would index garbage
     raise CheckpointError(f"{source}: tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "

@@ -10,8 +10,8 @@
 * :func:`cache_length`: the cache length a run needs, checked against the model's context and a
   requested ``max_len``, with the numbers and what to change in the error.
 
-Params are counted as float32 (loads and random inits keep float32 params, whatever the compute
-dtype), KV caches too.
+Params are counted in their storage dtype (the spec's ``param_dtype``, :mod:`specjax.precision`),
+KV caches in the spec's ``cache_dtype`` (default: its compute ``dtype``).
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ import pathlib
 import struct
 
 GB = 1e9
-_F32 = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,22 +35,36 @@ class ModelInfo:
   encoder: bool = False  # T5: cross-attention keys/values over the prompt too
   context: int | None = None  # None: no limit known (random init, relative positions)
   context_source: str = ""
+  param_dtype: str = "float32"
+  cache_dtype: str = "float32"
+
+  def param_bytes(self) -> int:
+    return self.params * _ITEMSIZE[self.param_dtype]
 
   def kv_bytes(self, rows: int, max_len: int, prompt_len: int) -> int:
     slots = max_len + (prompt_len if self.encoder else 0)
-    return 2 * self.layers * self.kv_heads * self.head_dim * _F32 * rows * slots
+    return 2 * self.layers * self.kv_heads * self.head_dim * _ITEMSIZE[self.cache_dtype] * rows * slots
+
+
+_ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 # ----------------------------------------------------------------------------- describing models
 def describe(spec) -> ModelInfo | None:
   """``spec``: ``{"checkpoint": ...}`` or a family's config fields. None: nothing to read (a
   checkpoint that is not there: loading names it)."""
+  from specjax import precision  # pylint: disable=import-outside-toplevel
   spec = dict(spec)
+  dtypes = dict(param_dtype=precision.resolve(spec.pop("param_dtype", "auto")),
+                cache_dtype=str(spec.get("cache_dtype") or spec.get("dtype") or "float32"))
+  if dtypes["cache_dtype"] not in _ITEMSIZE:
+    raise ValueError(f"cache_dtype={dtypes['cache_dtype']!r}; expected one of {', '.join(_ITEMSIZE)}")
   if spec.get("checkpoint"):
-    return describe_checkpoint(str(spec["checkpoint"]))
+    info = describe_checkpoint(str(spec["checkpoint"]))
+    return None if info is None else dataclasses.replace(info, **dtypes)
   from specjax.models import families  # pylint: disable=import-outside-toplevel
   module_cls, cfg = families.config_from_fields(spec)
-  return ModelInfo(abstract_params(module_cls, cfg), *_kv_shape(cfg), encoder=_is_t5(cfg))
+  return ModelInfo(abstract_params(module_cls, cfg), *_kv_shape(cfg), encoder=_is_t5(cfg), **dtypes)
 
 
 def describe_checkpoint(source: str) -> ModelInfo | None:
@@ -252,14 +265,14 @@ def check_memory(parts: list[tuple[str, ModelInfo]], rows: int, max_len: int, pr
   returns the bytes needed. ``available``: ``(bytes, where)``, default :func:`available_memory`."""
   pieces, total = [], 0
   for name, info in parts:
-    params, kv = info.params * _F32, info.kv_bytes(rows, max_len, prompt_len)
+    params, kv = info.param_bytes(), info.kv_bytes(rows, max_len, prompt_len)
     total += params + kv
-    pieces.append(f"{name} {_count_str(info.params)} params = {params / GB:.1f} GB"
-                  + (f" + KV cache {kv / GB:.2f} GB" if kv else ""))
+    pieces.append(f"{name} {_count_str(info.params)} {info.param_dtype} params = {params / GB:.1f} GB"
+                  + (f" + {info.cache_dtype} KV cache {kv / GB:.2f} GB" if kv else ""))
   have, where = available if available is not None else available_memory(devices)
   if have is not None and total > have:
     raise NotEnoughMemory(
-        f"not enough memory: this run needs ~{total / GB:.1f} GB ({'; '.join(pieces)}; float32, "
+        f"not enough memory: this run needs ~{total / GB:.1f} GB ({'; '.join(pieces)}; "
         f"{rows} row{'s' * (rows > 1)} of {max_len} cache slots) but {where} has {have / GB:.1f} GB available. "
         "Plan it without weights: add --dry_run; or run a smaller model, batch_size or max_len")
   return total

@@ -159,8 +159,8 @@ def test_memory_check_names_what_is_needed():
   big = preflight.ModelInfo(params=2_500_000_000, layers=10, kv_heads=8, head_dim=128)
   need = preflight.check_memory([("target", big)], rows=1, max_len=1000, prompt_len=10, available=(20e9, "here"))
   assert need == 2_500_000_000 * 4 + 2 * 10 * 8 * 128 * 4 * 1000
-  with pytest.raises(ValueError, match=r"not enough memory: this run needs ~10.1 GB \(target 2.5B params = 10.0 GB "
-                                       r"\+ KV cache 0.08 GB; .*\) but here has 5.0 GB available\. .*--dry_run"):
+  with pytest.raises(ValueError, match=r"not enough memory: this run needs ~10.1 GB \(target 2.5B float32 params = "
+                                       r"10.0 GB \+ float32 KV cache 0.08 GB; .*\) but here has 5.0 GB available\. .*--dry_run"):
     preflight.check_memory([("target", big)], rows=1, max_len=1000, prompt_len=10, available=(5e9, "here"))
 
 
@@ -223,7 +223,7 @@ def test_cli_paper_size_config_says_what_it_needs_in_seconds():
   assert proc.returncode == 2, proc.stderr[-2000:]
   lines = proc.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: not enough memory: this run needs ~27"), proc.stderr
-  assert "target 65.0B params" in lines[0] and "--dry_run" in lines[0]
+  assert "target 65.0B float32 params" in lines[0] and "--dry_run" in lines[0]
   assert seconds < 60, seconds  # ~3-6 s on 2 loaded cores; the old random init was killed after minutes
 
 

@@ -29,17 +29,22 @@ IMPORTERS = {"LlamaForCausalLM": decoders.llama, "MistralForCausalLM": decoders.
 __all__ = ["IMPORTERS", "array_weights", "from_config", "from_hf", "read_safetensors_header"]
 
 
-def from_hf(folder, **config_overrides) -> Model:
-  """Loads a ``transformers`` checkpoint folder as a specjax model (params float32).
+def from_hf(folder, param_dtype: str | None = "auto", **config_overrides) -> Model:
+  """Loads a ``transformers`` checkpoint folder as a specjax model, params stored in ``param_dtype``
+  (:mod:`specjax.precision`: ``"auto"`` is float32 on CPU, bfloat16 on accelerators), each tensor
+  read and cast alone.
 
   ``config_overrides`` replace fields of the specjax config (e.g. ``dtype="bfloat16"`` for compute).
   """
+  from specjax import precision  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
   if not folder.is_dir():
     raise CheckpointError(f"HF checkpoint folder not found: {folder}")
   cfg = read_json(folder / "config.json")
   _importer(cfg, folder / "config.json")  # an unknown architecture fails before any tensor is read
-  return from_config(cfg, safetensors_weights(folder), folder / "config.json", str(folder), **config_overrides)
+  weights = safetensors_weights(folder)
+  weights.dtype = precision.storage_dtype(param_dtype)
+  return from_config(cfg, weights, folder / "config.json", str(folder), **config_overrides)
 
 
 def from_config(cfg: dict, weights: Weights, path, source: str, **config_overrides) -> Model:

@@ -132,14 +132,15 @@ def array_weights(arrays: dict, source: str) -> "Weights":
 class Weights:
   """The checkpoint's tensors by name; records what was used and what was missing."""
 
-  def __init__(self, shapes: dict, read: Callable[[str], np.ndarray], where: dict):
+  def __init__(self, shapes: dict, read: Callable[[str], np.ndarray], where: dict, dtype=np.float32):
     self.shapes, self.read, self.where, self.used, self.missing = shapes, read, where, set(), []
+    self.dtype = np.dtype(dtype)  # storage dtype of 2+-dim tensors; 1-D ones stay float32
 
   def __contains__(self, name):
     return name in self.shapes
 
   def take(self, name, shape_hf) -> np.ndarray:
-    """float32 tensor ``name``, checked against the shape the config implies."""
+    """Tensor ``name`` (``self.dtype``; float32 if 1-D), checked against the shape the config implies."""
     if name not in self.shapes:
       self.missing.append(name)
       return np.zeros(shape_hf, np.float32)  # placeholder; finish() raises
@@ -147,7 +148,8 @@ class Weights:
     if tuple(self.shapes[name]) != tuple(shape_hf):
       raise CheckpointError(f"{self.where[name]}: tensor {name!r} has shape {tuple(self.shapes[name])}, but the "
                             f"config implies {tuple(shape_hf)}")
-    return np.asarray(self.read(name)).astype(np.float32)
+    x = np.asarray(self.read(name)).astype(np.float32)
+    return x.astype(self.dtype) if x.ndim >= 2 and self.dtype != np.float32 else x
 
   def finish(self, source, ignored=lambda name: False):
     if self.missing:

@@ -51,7 +51,8 @@ def start(model: Model, prompts_BxP, prompt_lengths_B, max_len: int, return_pref
     tokens = jnp.full((b, max_len), cfg.decoder_start_id, jnp.int32)
     out = cache, tokens, jnp.ones((b,), jnp.int32)
     return out + ((None, None),) if return_prefill else out
-  cache = kv_cache.init_cache(cfg.num_layers, b, max_len, cfg.num_kv_heads, cfg.head_dim)
+  cache = kv_cache.init_cache(cfg.num_layers, b, max_len, cfg.num_kv_heads, cfg.head_dim,
+                              jnp.dtype(cfg.cache_dtype or cfg.dtype))
   # prefill; pads past each row's length are masked later
   if return_prefill:  # the layers' outputs too (dropped by XLA when no drafter reads them)
     _, hidden, cache, layer_hidden = model.module.apply({"params": model.params}, prompts_BxP, None, cache,

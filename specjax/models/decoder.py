@@ -39,7 +39,8 @@ class DecoderConfig:
   tie_embeddings: bool = True
   rope_theta: float = 10000.0
   norm_eps: float = 1e-6
-  dtype: str = "float32"  # compute dtype; params stay float32
+  dtype: str = "float32"  # compute dtype; params keep their storage dtype (specjax.precision)
+  cache_dtype: str = ""   # KV cache dtype; "": the compute dtype
   # family pieces (defaults: Llama)
   norm_offset: float = 0.0            # RMSNorm multiplies by (offset + w); Gemma stores w around 0
   sandwich_norms: bool = False        # extra RMSNorm on the attention and MLP outputs (Gemma 2/3)

@@ -39,7 +39,8 @@ class T5Config:
   decoder_start_id: int = 0
   pad_id: int = 0
   eos_id: int = 1
-  dtype: str = "float32"  # compute dtype; params stay float32
+  dtype: str = "float32"  # compute dtype; params keep their storage dtype (specjax.precision)
+  cache_dtype: str = ""   # self-attention KV cache dtype; "": the compute dtype
 
   def __post_init__(self):
     if self.relative_attention_num_buckets < 4:
@@ -244,7 +245,7 @@ class T5(nn.Module):
     enc_BxSxE, mask_BxS = self.encode(encoder_tokens_BxS, encoder_lengths_B)
     cross_k, cross_v = self.decoder.cross_kv(enc_BxSxE)
     self_attn = kv_cache.init_cache(cfg.num_decoder_layers, enc_BxSxE.shape[0], max_len, cfg.num_heads,
-                                    cfg.head_dim, jnp.dtype(cfg.dtype))
+                                    cfg.head_dim, jnp.dtype(cfg.cache_dtype or cfg.dtype))
     return T5Cache(self_attn, cross_k, cross_v, mask_BxS)
 
   def __call__(self, tokens_BxT, positions_BxT=None, cache: T5Cache | None = None, new_mask_TxT=None,
