@@ -1,0 +1,71 @@
+"""What the training tasks share: flag parsing with one-line errors and defaults that follow ``--data``.
+
+A task's ``main(argv)`` builds its flags on a private ``flags.FlagValues()`` and hands them to
+:func:`run_task` with the function that does the work; ``--help`` prints the module docstring and
+the flags, and a bad flag or input is one line on stderr with exit code 2. A family that trains on
+the demo target or on a real one (``--data=real``) leaves the flags whose defaults differ at None
+and fills them with :func:`resolve`.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+from absl import flags
+
+flags.disclaim_key_flags()  # flags defined through define() belong to the task module that calls it
+
+HELP = ("-h", "--help", "-help", "--helpshort", "--helpfull")
+
+
+class UsageError(ValueError):
+  """A bad flag value or a missing input, reported in one line."""
+
+
+def run_task(fv, argv, doc: str, name: str, body) -> int:
+  """Parses ``argv`` into ``fv`` and runs ``body()``; 0 on success, 2 on a usage or input error."""
+  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
+  if any(a in HELP for a in argv[1:]):
+    print(doc.strip() + "\n\nflags:\n" + fv.get_help())
+    return 0
+  try:
+    rest = fv(list(argv))
+    if len(rest) > 1:
+      raise UsageError(f"unexpected arguments: {rest[1:]}")
+    return int(body() or 0)
+  except (flags.Error, UsageError, CheckpointError, FileNotFoundError) as e:
+    print(f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+    return 2
+
+
+def define(fv, kind: str, name: str, default, help_text: str, **kw) -> None:
+  """``flags.DEFINE_<kind>(name, default, help_text)`` on ``fv``."""
+  getattr(flags, f"DEFINE_{kind}")(name, default, help=help_text, flag_values=fv, **kw)
+
+
+def define_by_data(fv, defaults: dict, helps: dict) -> None:
+  """Flags whose default depends on ``--data``: ``defaults[name] = (kind, demo default, real default)``;
+  the help text names both (a real default of None is worked out from ``--target``, see its help)."""
+  for name, (kind, demo, real) in defaults.items():
+    real_text = "from --target" if real is None else _show(real)
+    define(fv, kind, name, None, f"{helps[name]} (default {_show(demo)}; --data=real: {real_text})")
+
+
+def _show(value) -> str:
+  return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def resolve(fv, defaults: dict, real: bool) -> types.SimpleNamespace:
+  """Every flag's value, a flag of ``defaults`` left unset taking the demo or the real default."""
+  values = fv.flag_values_dict()
+  for name, (_, demo, real_default) in defaults.items():
+    if values[name] is None:
+      values[name] = real_default if real else demo
+  return types.SimpleNamespace(**values)
+
+
+def refuse(fv, names, why: str) -> None:
+  """A UsageError naming the first of ``names`` given on the command line (a flag that does nothing here)."""
+  for name in names:
+    if fv[name].present:
+      raise UsageError(f"--{name}: not used {why}")

@@ -1,0 +1,131 @@
+"""A DFlash block drafter on a frozen target: the demo one, or a real one (--data=real).
+
+  python -m specjax.train dflash --workdir=runs/dflash        # demo target -> specjax/assets/demo/dflash, ~12 min
+  python -m specjax.train dflash --eval_only --eval_gammas=3,7,11                        # block-size mismatch
+  nice -n 10 python -m specjax.train dflash --data=real --steps=1600 --out=runs/smollm2_dflash/head   # SmolLM2
+
+The demo (``--data=generated``): target-generated continuations of stdlib prompts (DFlash trains on
+the target's own responses); the chosen target layers' outputs are computed once for the whole pool.
+Each step draws ``--anchors`` random anchors per sequence; every anchor opens a block
+``[x_a, MASK * (B-1)]`` that sees the target features of the tokens before it, and the loss (KL to
+the target) weighs block position i by exp(-(i-1)/--decay). Afterwards it measures the real
+acceptance at gamma = B-1 and at mismatched block sizes with speculative_generate on held-out
+prompts. ``--data=real``: the same loss over a truncated vocabulary on the ``data`` task's
+generations, ``subset.npy`` beside the drafter (:mod:`specjax.train.commands.real_heads`).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+from absl import flags
+import jax
+import numpy as np
+
+import specjax
+from specjax.data import code_corpus
+from specjax.models import block_drafter, heads
+from specjax.train import heads as train_heads
+from specjax.train import loop
+from specjax.train.commands import common, real_heads
+
+# flag: (kind, default with --data=generated, default with --data=real; None: from --target)
+DEFAULTS = {
+    "target": ("string", "specjax/assets/demo/target", "smollm2-135m-instruct"),
+    "out": ("string", "specjax/assets/demo/dflash", None),
+    "workdir": ("string", "runs/dflash", None),
+    "steps": ("integer", 1000, 400),
+    "batch": ("integer", 16, 8),
+    "block_size": ("integer", 8, 4),
+    "mlp_dim": ("integer", 1024, 1152),
+}
+HELPS = {
+    "target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
+    "out": "where the trained drafter goes",
+    "workdir": "checkpoints and metrics",
+    "steps": "optimizer steps",
+    "batch": "sequences per step",
+    "block_size": "B: anchor + B-1 masks; decode with gamma = B-1",
+    "mlp_dim": "draft MLP width",
+}
+DEMO_FLAGS = ("pool", "seq_len", "gen_temperatures", "eval_only")
+
+
+def evaluate(opt, target, head):
+  b = head.config.block_size
+  gammas = [int(g) for g in opt.eval_gammas] or [b - 1, b // 2 - 1, 2 * b - 1]
+  prompts = np.stack(code_corpus.held_out_prompts(8, 96, seed=0)).astype(np.int32)
+  return train_heads.acceptance_by_gamma(target, specjax.drafters.DFlash(head), prompts, gammas)
+
+
+def train_demo(opt) -> int:
+  """The drafter on a frozen target folder, from its generations of stdlib prompts."""
+  t0 = time.time()
+  target = specjax.checkpoint.load_model(opt.target)
+  out = pathlib.Path(opt.out)
+  if opt.eval_only:
+    print(json.dumps(evaluate(opt, target, heads.load_head(out)), indent=2))
+    return 0
+  tc = target.config
+  layers = block_drafter.spaced_layers(tc.num_layers, opt.num_feature_layers)
+  module = block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
+      vocab_size=tc.vocab_size, d_model=tc.d_model, num_layers=opt.num_layers, num_heads=tc.num_heads,
+      num_kv_heads=tc.num_kv_heads, head_dim=tc.head_dim, mlp_dim=opt.mlp_dim, target_layers=layers,
+      block_size=opt.block_size, rope_theta=tc.rope_theta))
+  init = heads.init_head(module, opt.seed)
+  temps = tuple(float(t) for t in opt.gen_temperatures)
+  text = train_heads.text_pool(target, code_corpus.load_split("train"), opt.pool, opt.seq_len,
+                               temperatures=temps, seed=opt.seed)
+  held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, opt.seq_len,
+                                    temperatures=temps, seed=opt.seed + 1)
+  pool, held = train_heads.feature_pool(target, text, layers), train_heads.feature_pool(target, held_text, layers)
+  print(f"data pool ready: {text.shape}, target layers {layers}, in {time.time() - t0:.0f}s")
+  loss_fn = train_heads.dflash_loss(module, target, opt.decay)
+  anchors = (opt.block_size, opt.anchors)
+  probe = train_heads.pool_batch(held, 0, 32, 1234, anchors)
+  metrics = lambda params: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
+  before = metrics(init.params)
+  cfg = loop.TrainConfig(steps=opt.steps, learning_rate=opt.learning_rate, warmup_steps=20, checkpoint_every=50)
+  params = loop.train(init.params, loss_fn, lambda s: train_heads.pool_batch(pool, s, opt.batch, opt.seed, anchors),
+                      cfg, opt.workdir, desc="dflash")
+  head = init.replace(params=params)
+  report = {"params": head.num_params, "steps": opt.steps, "block_size": opt.block_size,
+            "target_layers": list(layers), "pool": list(text.shape), "held_out_before": before,
+            "held_out_after": metrics(params), "train_wall_s": round(time.time() - t0, 1)}
+  heads.save_head(head, out, dtype="bfloat16")
+  loop.plot_loss(opt.workdir, title="DFlash block drafter on the frozen demo target")
+  report["acceptance_greedy"] = evaluate(opt, target, head)
+  (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+  print(json.dumps(report, indent=2))
+  return 0
+
+
+def run(fv) -> int:
+  real = fv.data == "real"
+  common.refuse(fv, DEMO_FLAGS if real else real_heads.FLAGS, f"with --data={fv.data}")
+  opt = common.resolve(fv, DEFAULTS, real)
+  return real_heads.run(opt, "dflash") if real else train_demo(opt)
+
+
+def main(argv) -> int:
+  fv = flags.FlagValues()
+  d = lambda kind, name, default, text, **kw: common.define(fv, kind, name, default, text, **kw)
+  d("enum", "data", "generated", "generated: the target's continuations of stdlib prompts (a model folder, "
+    "the demo); real: the data task's generations of a real target", enum_values=["generated", "real"])
+  common.define_by_data(fv, DEFAULTS, HELPS)
+  d("integer", "anchors", 8, "random anchors (blocks) per sequence per step")
+  d("integer", "num_layers", 1, "draft layers")
+  d("integer", "num_feature_layers", 3, "target layers fused into the context feature")
+  d("float", "decay", 4.0, "loss weight of block position i: exp(-(i-1)/decay)")
+  d("float", "learning_rate", 3e-3, "peak learning rate")
+  d("list", "eval_gammas", [], "draft lengths to measure (default: B-1, and B/2-1, 2B-1 for the mismatch; "
+    "--data=real: B-1)")
+  d("integer", "seed", 0, "init and data seed")
+  d("integer", "pool", 256, "--data=generated: training sequences (target features computed once)")
+  d("integer", "seq_len", 320, "--data=generated: tokens per training sequence (64 prompt + generated); cover "
+    "the context lengths you decode at: DFlash drafts worse past the positions it saw")
+  d("list", "gen_temperatures", ["0.0", "0.7"], "--data=generated: temperatures the generated pool is split over")
+  d("bool", "eval_only", False, "--data=generated: skip training; evaluate the drafter at --out")
+  real_heads.define_flags(fv)
+  return common.run_task(fv, argv, __doc__, "dflash", lambda: run(fv))

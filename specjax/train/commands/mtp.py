@@ -1,0 +1,122 @@
+"""A shared-weight MTP head on a frozen target: the demo one, or a real one (--data=real).
+
+  python -m specjax.train mtp --workdir=runs/mtp       # demo target -> specjax/assets/demo/mtp, ~6 min, 2 CPU cores
+  python -m specjax.train mtp --eval_only              # acceptance at gamma 1..7
+  nice -n 10 python -m specjax.train mtp --data=real   # SmolLM2 -> specjax/assets/smollm2/mtp
+
+The demo (``--data=generated``, or stdlib crops with ``--data=corpus``): the target's hidden states
+over a pool of text (target-generated continuations of stdlib prompts) are computed once; the head is
+unrolled ``--depth`` steps from every position and trained (healed) with KL to the target's own
+next-token distributions (specjax.train.heads.mtp_loss). Resumes from its orbax checkpoints.
+Afterwards it measures the real acceptance length at draft lengths ``--eval_gammas`` with
+speculative_generate on held-out prompts. ``--data=real``: the same loss over a truncated
+vocabulary on the ``data`` task's generations, ``subset.npy`` beside the head
+(:mod:`specjax.train.commands.real_heads`).
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+
+from absl import flags
+import jax
+import numpy as np
+
+import specjax
+from specjax.data import code_corpus
+from specjax.models import heads
+from specjax.train import heads as train_heads
+from specjax.train import loop
+from specjax.train.commands import common, real_heads
+
+# flag: (kind, default with --data=generated or corpus, default with --data=real; None: from --target)
+DEFAULTS = {
+    "target": ("string", "specjax/assets/demo/target", "smollm2-135m-instruct"),
+    "out": ("string", "specjax/assets/demo/mtp", None),
+    "workdir": ("string", "runs/mtp", None),
+    "steps": ("integer", 200, 400),
+    "depth": ("integer", 7, 4),
+    "mlp_dim": ("integer", 1024, 1152),
+    "eval_gammas": ("list", [str(g) for g in range(1, 8)], ["2", "3", "4"]),
+}
+HELPS = {
+    "target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
+    "out": "where the trained head goes",
+    "workdir": "checkpoints and metrics",
+    "steps": "optimizer steps",
+    "depth": "recursive steps unrolled in training",
+    "mlp_dim": "head MLP width",
+    "eval_gammas": "draft lengths measured on held-out prompts",
+}
+DEMO_FLAGS = ("pool", "seq_len", "gen_temperatures", "eval_only")
+
+
+def evaluate(opt, target, head):
+  prompts = np.stack(code_corpus.held_out_prompts(8, 96, seed=0)).astype(np.int32)
+  return train_heads.acceptance_by_gamma(target, specjax.drafters.MTP(head), prompts,
+                                         [int(g) for g in opt.eval_gammas])
+
+
+def train_demo(opt) -> int:
+  """The head on a frozen target folder, from its generations (or stdlib crops) of the stdlib."""
+  t0 = time.time()
+  target = specjax.checkpoint.load_model(opt.target)
+  out = pathlib.Path(opt.out)
+  if opt.eval_only:
+    print(json.dumps(evaluate(opt, target, heads.load_head(out)), indent=2))
+    return 0
+  tc = target.config
+  module = heads.MTPHead(heads.MTPConfig(vocab_size=tc.vocab_size, d_model=tc.d_model, mlp_dim=opt.mlp_dim,
+                                         num_blocks=opt.num_blocks))
+  init = heads.init_head(module, opt.seed)
+  temps = tuple(float(t) for t in opt.gen_temperatures)
+  text = train_heads.text_pool(target, code_corpus.load_split("train"), opt.pool, opt.seq_len,
+                               source=opt.data, temperatures=temps, seed=opt.seed)
+  held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, opt.seq_len,
+                                    source=opt.data, temperatures=temps, seed=opt.seed + 1)
+  pool, held = train_heads.feature_pool(target, text), train_heads.feature_pool(target, held_text)
+  print(f"data pool ready: {text.shape} in {time.time() - t0:.0f}s")
+  loss_fn = train_heads.mtp_loss(module, target, opt.depth)
+  probe = train_heads.pool_batch(held, 0, 32, 1234)
+  metrics = lambda params: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
+  before = metrics(init.params)
+  cfg = loop.TrainConfig(steps=opt.steps, learning_rate=opt.learning_rate, warmup_steps=20, checkpoint_every=50)
+  params = loop.train(init.params, loss_fn, lambda s: train_heads.pool_batch(pool, s, opt.batch, opt.seed),
+                      cfg, opt.workdir, desc="mtp")
+  head = init.replace(params=params)
+  report = {"params": head.num_params, "steps": opt.steps, "depth": opt.depth, "data": opt.data,
+            "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
+            "train_wall_s": round(time.time() - t0, 1)}
+  heads.save_head(head, out, dtype="bfloat16")
+  loop.plot_loss(opt.workdir, title="MTP head on the frozen demo target")
+  report["acceptance_greedy"] = evaluate(opt, target, head)
+  (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+  print(json.dumps(report, indent=2))
+  return 0
+
+
+def run(fv) -> int:
+  real = fv.data == "real"
+  common.refuse(fv, DEMO_FLAGS if real else real_heads.FLAGS, f"with --data={fv.data}")
+  opt = common.resolve(fv, DEFAULTS, real)
+  return real_heads.run(opt, "mtp") if real else train_demo(opt)
+
+
+def main(argv) -> int:
+  fv = flags.FlagValues()
+  d = lambda kind, name, default, text, **kw: common.define(fv, kind, name, default, text, **kw)
+  d("enum", "data", "generated", "generated: the target's continuations of stdlib prompts (a model folder, the "
+    "demo); corpus: stdlib crops; real: the data task's generations of a real target",
+    enum_values=["generated", "corpus", "real"])
+  common.define_by_data(fv, DEFAULTS, HELPS)
+  d("integer", "batch", 8, "sequences per step")
+  d("integer", "num_blocks", 1, "residual MLP blocks in the head")
+  d("float", "learning_rate", 3e-3, "peak learning rate")
+  d("integer", "seed", 0, "init and data seed")
+  d("integer", "pool", 256, "--data=generated/corpus: training sequences (target features computed once)")
+  d("integer", "seq_len", 128, "--data=generated/corpus: tokens per training sequence")
+  d("list", "gen_temperatures", ["0.0", "0.7"], "--data=generated: temperatures the generated pool is split over")
+  d("bool", "eval_only", False, "--data=generated/corpus: skip training; evaluate the head at --out")
+  real_heads.define_flags(fv)
+  return common.run_task(fv, argv, __doc__, "mtp", lambda: run(fv))
