@@ -1,8 +1,6 @@
 """The trained T5 EnDe pair (specjax/assets/t5_ende): tokenizer, split, translation, exactness, config."""
 import json
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ from specjax import checkpoint, loading
 from specjax.data import ende, sentencepiece_tok
 from specjax.models import bundle
 from specjax.train import seq2seq
+from specjax.train import __main__ as train_main
 
 ASSETS = pathlib.Path(specjax.__file__).parent / "assets" / "t5_ende"
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -199,19 +198,21 @@ def test_msgctxt_is_not_part_of_the_english_source(tmp_path):
 
 
 def _train_t5_ende(*flags):
-  return subprocess.run([sys.executable, str(REPO / "scripts" / "train_t5_ende.py"), *flags],
-                        cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+  return train_main.main(["specjax.train", "t5_ende", *flags])
 
 
-def test_warm_start_refuses_a_folder_of_another_shape(tmp_path):
-  """``train_t5_ende.py --init_from`` (continuing the shipped target with a fresh optimizer) names
-  the folder whose config is not the target's, before any data is read or a step is taken; on any
-  other stage it is refused rather than silently ignored."""
-  proc = _train_t5_ende("--stage=target", f"--init_from={ASSETS / 'drafter_small'}", f"--workdir={tmp_path}", "--steps=1")
-  assert proc.returncode != 0 and f"--init_from={ASSETS / 'drafter_small'} holds" in proc.stderr, proc.stderr[-2000:]
+def test_warm_start_refuses_a_folder_of_another_shape(tmp_path, capsys):
+  """``python -m specjax.train t5_ende --init_from`` (continuing the shipped target with a fresh
+  optimizer) names the folder whose config is not the target's, before any data is read or a step
+  is taken; on any other stage it is refused rather than silently ignored."""
+  assert _train_t5_ende("--stage=target", f"--init_from={ASSETS / 'drafter_small'}", f"--workdir={tmp_path}",
+                        "--steps=1") == 2
+  err = capsys.readouterr().err
+  assert f"--init_from={ASSETS / 'drafter_small'} holds" in err and len(err.strip().splitlines()) == 1, err
   assert not (tmp_path / "target").exists()
-  proc = _train_t5_ende("--stage=drafters", f"--init_from={ASSETS / 'target'}", f"--workdir={tmp_path}", "--steps=1")
-  assert proc.returncode != 0 and "applies to --stage=target only, not --stage=drafters" in proc.stderr, proc.stderr[-2000:]
+  assert _train_t5_ende("--stage=drafters", f"--init_from={ASSETS / 'target'}", f"--workdir={tmp_path}",
+                        "--steps=1") == 2
+  assert "applies to --stage=target only, not --stage=drafters" in capsys.readouterr().err
   assert not (tmp_path / "drafters").exists()
 
 
