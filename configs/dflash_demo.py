@@ -3,7 +3,7 @@
   python -m specjax.run --config=configs/dflash_demo.py
   python -m specjax.run --config=configs/dflash_demo.py --config.temperature=1.0
 
-The drafter (specjax/assets/demo/dflash, trained by scripts/train_dflash.py on the frozen target
+The drafter (specjax/assets/demo/dflash, trained by python -m specjax.train dflash on the frozen target
 with block size 8) fills gamma = 7 masks after the anchor in ONE pass, reading fused features of
 target layers as extra keys/values. Other gammas run exactly but were not trained for (the run
 notes it). Without the trained drafter a random one runs (exact, rarely accepted); without the demo

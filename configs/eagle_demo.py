@@ -5,7 +5,7 @@
   python -m specjax.run --config=configs/eagle_demo.py:dynamic            # depth 5, top-4, best 11 nodes per row
   python -m specjax.run --config=configs/eagle_demo.py:dynamic --config.temperature=1.0   # lossless sampling
 
-The head (specjax/assets/demo/eagle, trained by scripts/train_eagle.py with EAGLE-3's training-time
+The head (specjax/assets/demo/eagle, trained by python -m specjax.train eagle with EAGLE-3's training-time
 test on the frozen target) reads the target's layers (0, 2, 5) and feeds back its own hidden state,
 so any gamma works. Without the trained head a random one runs (exact, rarely accepted).
 """

@@ -3,7 +3,7 @@
   python -m specjax.run --config=configs/mtp_demo.py
   python -m specjax.run --config=configs/mtp_demo.py --config.drafter.gamma=3 --config.temperature=1.0
 
-The head (specjax/assets/demo/mtp, trained by scripts/train_mtp.py on the frozen target) reads the
+The head (specjax/assets/demo/mtp, trained by python -m specjax.train mtp on the frozen target) reads the
 target's last hidden state and is applied recursively, so any gamma works; acceptance falls with
 depth. Without the trained head a random one runs (exact, rarely accepted); without the demo target
 a tiny random pair runs instead, and the run says so. c is measured (gamma head steps / gamma).

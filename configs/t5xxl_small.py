@@ -4,7 +4,7 @@
   python -m specjax.run --config=configs/t5xxl_small.py:cpu --config.drafter.checkpoint=t5_ende/drafter_large
   python -m specjax.run --config=configs/t5xxl_small.py --dry_run    # plan the real sizes, no weights
 
-``:cpu`` runs the pair trained here by ``scripts/train_t5_ende.py`` (``specjax/assets/t5_ende``: an
+``:cpu`` runs the pair trained here by ``python -m specjax.train t5_ende`` (``specjax/assets/t5_ende``: an
 8.1M-parameter T5 v1.1 target and the 62K "small" drafter, about 1/130 of it; ``drafter_base`` and
 ``drafter_large`` are the 1/47 and 1/16 ones) on held-out English -> German catalogue strings
 (``t5_ende/prompts.txt``, never seen in training), decoded one prompt at a time (batch 1 via
@@ -54,7 +54,7 @@ def get_config(arg: str | None = None):
         mlp_dim=1024, dtype="bfloat16"))
     c.mesh = "1x1"  # one TPU-v4 chip, as in the paper
     c.batch_size, c.prompt_len, c.max_new_tokens = 1, 128, 128
-  elif arg == "cpu":  # the EnDe pair trained here (scripts/train_t5_ende.py), real held-out prompts
+  elif arg == "cpu":  # the EnDe pair trained here (python -m specjax.train t5_ende), real held-out prompts
     c.target = _t5(checkpoint="t5_ende/target")
     c.drafter = drafter_section("draft_model", checkpoint="t5_ende/drafter_small", gamma=7)
     c.mesh = ""

@@ -3,7 +3,7 @@
 # this machine lacks, unpacked into data/debian_catalogues/ (ignored by git, never committed).
 #
 #   bash scripts/fetch_debian_catalogues.sh            # ~1 min, 314 catalogues: 206k training pairs, not 39k
-#   python scripts/train_t5_ende.py --stage=target --extra_catalogues=data/debian_catalogues ...
+#   python -m specjax.train t5_ende --stage=target --extra_catalogues=data/debian_catalogues ...
 #
 # Needs only the Debian package registry (apt-get download: no root, no install). Catalogues
 # whose name is already on the system (/usr/share/locale/de) are the same strings and add nothing.

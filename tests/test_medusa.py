@@ -102,7 +102,7 @@ def test_config_trees(trained, tmp_path):
 
 
 def test_truncated_heads_load_with_their_subset(trained, tmp_path):
-  """float16 heads + subset.npy (scripts/train_real_heads.py's layout): the medusa kind truncates, exactly."""
+  """float16 heads + subset.npy (the layout of python -m specjax.train medusa --data=real): the medusa kind truncates, exactly."""
   target, heads = trained[:2]
   subset = np.sort(np.random.RandomState(0).choice(V, V // 2, replace=False)).astype(np.int32)
   medusa_lib.save_heads(heads, tmp_path, dtype="float16")

@@ -120,7 +120,7 @@ def test_incompatible_target_is_a_clear_error(target):
 
 
 def test_truncated_head_loads_its_subset_from_config(demo, target, tmp_path):
-  """A head folder with subset.npy (scripts/train_real_heads.py): the mtp kind truncates; greedy stays exact
+  """A head folder with subset.npy (python -m specjax.train mtp --data=real): the mtp kind truncates; greedy stays exact
   and the truncated demo head still accepts at every depth while the target emits tokens outside its
   subset; mtp_loss with the whole vocabulary as its 'subset' equals the untruncated loss."""
   demo_target, demo_head = demo

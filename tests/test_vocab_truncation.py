@@ -262,7 +262,7 @@ def test_subset_helpers_and_errors(tmp_path):
 
 
 def test_generated_shards_and_counts(tmp_path):
-  """The data folder make_real_data.py writes: shards read back, counts only inside each row's length."""
+  """The data folder python -m specjax.train data writes: shards read back, counts only inside each row's length."""
   from specjax.data import generated  # pylint: disable=import-outside-toplevel
   (tmp_path / "shards").mkdir()
   np.savez(tmp_path / "shards" / "00000.npz", prompts=np.array([[5, 6, 0], [7, 0, 0]], np.int32),

@@ -31,7 +31,7 @@ def load_pairs(dirs=DEFAULT_DIRS, max_chars: int = 200) -> list[tuple[str, str]]
   return sorted(pairs.items())
 
 
-# Catalogues held out for evaluation (T5 EnDe, scripts/train_t5_ende.py): command-line tools' messages,
+# Catalogues held out for evaluation (T5 EnDe, python -m specjax.train t5_ende): command-line tools' messages,
 # about 5% of the pairs. A string that any held-out catalogue contains is dropped from training too
 # (gnulib messages recur across programs), so every evaluation source is unseen in training.
 HELD_OUT_CATALOGUES = ("diffutils", "grep", "make", "psmisc", "sed", "tar", "wget", "xz")

@@ -1,4 +1,4 @@
-"""Reading the target-generated data that ``scripts/make_real_data.py`` writes.
+"""Reading the target-generated data that ``python -m specjax.train data`` writes.
 
 A data folder holds ``shards/NNNNN.npz`` (train) and ``held_out/NNNNN.npz``, each one batch:
 ``prompts`` [B, P] (right-padded), ``prompt_lengths``, ``tokens`` [B, T] (the target's greedy
@@ -23,7 +23,7 @@ def load_shards(folder, split: str = "shards") -> dict:
   ``split`` "shards" (train) or "held_out"."""
   files = sorted((pathlib.Path(folder) / split).glob("[0-9]*[0-9].npz"))
   if not files:
-    raise FileNotFoundError(f"no shards under {folder}/{split}; run scripts/make_real_data.py")
+    raise FileNotFoundError(f"no shards under {folder}/{split}; run python -m specjax.train data")
   parts = [dict(np.load(f)) for f in files]
   return {k: np.concatenate([p[k] for p in parts]) for k in ("prompts", "prompt_lengths", "tokens", "lengths", "kinds")}
 

@@ -76,7 +76,7 @@ def save_heads(heads: dict, folder, dtype: str = "float32", **meta) -> pathlib.P
 def load_heads(folder) -> dict:
   path = pathlib.Path(folder) / "heads.npz"
   if not path.exists():
-    raise FileNotFoundError(f"no Medusa heads at {path} (train them with scripts/train_medusa.py)")
+    raise FileNotFoundError(f"no Medusa heads at {path} (train them with python -m specjax.train medusa)")
   with np.load(path) as f:
     heads = {k: jnp.asarray(f[k], jnp.float32) for k in ("w_KxExE", "b_KxE")}
   return heads
