@@ -17,7 +17,7 @@ random). Writes ``families.{json,csv,md}`` under ``--out_dir`` (default benchmar
 
 **A real target** (``--target``, anything ``specjax.load_pretrained`` takes): the drafters trained for
 it (``REAL_FAMILIES``; weights from the flags below) on the held-out split of
-``scripts/make_real_data.py`` (``--data``: stdlib files and gettext catalogues no training row came
+``python -m specjax.train data`` (``--data``: stdlib files and gettext catalogues no training row came
 from), a fixed mix of code / "Translate to German" chat / English text. B=8 runs the 8 prompts as
 one batch; B=1 runs the first ``--b1_prompts`` one at a time (tokens and times summed). Per row:
 the two decoders timed alternately (:func:`specjax.measure.paired_times`) after a compile run;

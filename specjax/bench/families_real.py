@@ -25,19 +25,19 @@ def define_flags(fv) -> None:
   d = lambda kind, name, default, help_: getattr(flags, f"DEFINE_{kind}")(  # noqa: E731
       name, default, f"--target: {help_}", flag_values=fv)
   d("string", "drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
-  d("string", "data", "", "data folder of scripts/make_real_data.py (its held-out prompts); default: the target's")
+  d("string", "data", "", "data folder of python -m specjax.train data (its held-out prompts); default: the target's")
   d("bool", "merge", False, "keep the other families' rows of an existing real.json (each row is its own "
     "paired AR-vs-speculative measurement)")
   d("string", "specinfer_tree", "chain4+1x2", "SpecInfer token tree over the draft_lm model "
     "(specjax.tree.parse_chain_paths); gamma = its depth")
   d("integer", "table_k", 4096, "bigram table: its truncated vocabulary (most frequent generated tokens)")
   d("integer", "table_gamma", 4, "bigram table chain length")
-  d("string", "mtp", "smollm2/mtp", "MTP head folder (scripts/train_real_heads.py --family=mtp)")
+  d("string", "mtp", "smollm2/mtp", "MTP head folder (python -m specjax.train mtp --data=real)")
   d("integer", "mtp_gamma", 3, "MTP chain length")
-  d("string", "dflash", "runs/smollm2_dflash/head", "DFlash folder (scripts/train_real_heads.py --family=dflash)")
-  d("string", "medusa", "smollm2/medusa", "Medusa heads folder (scripts/train_real_heads.py --family=medusa)")
+  d("string", "dflash", "runs/smollm2_dflash/head", "DFlash folder (python -m specjax.train dflash --data=real)")
+  d("string", "medusa", "smollm2/medusa", "Medusa heads folder (python -m specjax.train medusa --data=real)")
   d("string", "medusa_tree", "chain3+1x2", "Medusa tree (specjax.tree.parse_chain_paths); gamma = its depth")
-  d("string", "eagle", "smollm2/eagle", "EAGLE-3 head folder (scripts/train_eagle.py --data=real)")
+  d("string", "eagle", "smollm2/eagle", "EAGLE-3 head folder (python -m specjax.train eagle --data=real)")
   d("integer", "eagle_gamma", 4, "EAGLE chain length / dynamic tree depth")
   d("integer", "eagle_top_k", 4, "EAGLE dynamic tree: children per expanded node")
   d("integer", "eagle_total_tokens", 8, "EAGLE dynamic tree: draft nodes verified per row")
@@ -49,7 +49,7 @@ def define_flags(fv) -> None:
 def held_out_prompts(folder) -> list[list[int]]:
   path = pathlib.Path(folder) / "prompts_held_out.json"
   if not path.is_file():
-    raise common.UsageError(f"{path} not found: run scripts/make_real_data.py first (it writes the held-out prompts)")
+    raise common.UsageError(f"{path} not found: run python -m specjax.train data first (it writes the held-out prompts)")
   rows = json.loads(path.read_text())
   by_kind = {k: [r["ids"] for r in rows if r["kind"] == k] for k in set(MIX)}
   if any(len(by_kind[k]) < MIX.count(k) for k in by_kind):
@@ -101,7 +101,7 @@ def load_heads_drafter(fv, family, target):
   name = {"mtp": fv.mtp, "dflash": fv.dflash, "medusa": fv.medusa}[family]
   folder = heads.resolve(name)
   if folder is None:
-    raise common.UsageError(f"no {family} weights at {name!r} (scripts/train_real_heads.py --family={family})")
+    raise common.UsageError(f"no {family} weights at {name!r} (python -m specjax.train {family} --data=real)")
   if family == "dflash":
     drafter = specjax.drafters.DFlash(heads.load_head(folder), vocab.load_subset(folder))
     return drafter, drafter.block_size - 1

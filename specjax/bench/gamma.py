@@ -41,7 +41,7 @@ def load_pair(config):
   is_demo = bool(config.target.get("checkpoint")) and experiment.demo_available(config)
   if config.target.get("checkpoint") and not is_demo:
     print("NOTE: demo weights not found under specjax/assets/demo; running the TINY RANDOM pair of "
-          "configs/tiny_random.py instead (train them with scripts/train_demo.py).")
+          "configs/tiny_random.py instead (train them with python -m specjax.train demo).")
     tiny = tiny_random_config()
     config.target, config.drafter = tiny.target, tiny.drafter
   target = experiment.load_model(config.target, config.seed)[0]

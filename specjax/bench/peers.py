@@ -3,7 +3,7 @@
   nice -n 10 python -m specjax.bench peers                       # SmolLM2-135M-Instruct
   python -m specjax.bench peers --prompts=2 --max_new_tokens=8 --repeats=1 --out_dir=/tmp/peers
 
-Same machine, same held-out prompts (``scripts/make_real_data.py``'s held-out split: code,
+Same machine, same held-out prompts (``python -m specjax.train data``'s held-out split: code,
 "Translate to German" chat, English text; none was used in training), same GGUF weights, greedy,
 stop at EOS. Every method runs every prompt once per round; rounds are timed round-robin after one
 untimed warm-up/compile round (:func:`specjax.measure.round_robin_times`), and each method's time
@@ -41,7 +41,7 @@ KINDS = ("code", "ende", "text")
 def held_out(folder, n: int) -> list[list[int]]:
   path = pathlib.Path(folder) / "prompts_held_out.json"
   if not path.is_file():
-    raise common.UsageError(f"{path} not found: run scripts/make_real_data.py first (it writes the held-out prompts)")
+    raise common.UsageError(f"{path} not found: run python -m specjax.train data first (it writes the held-out prompts)")
   rows = json.loads(path.read_text())
   by_kind = {k: [r["ids"] for r in rows if r["kind"] == k] for k in KINDS}
   need = {k: len(range(i, n, 3)) for i, k in enumerate(KINDS)}
@@ -176,7 +176,7 @@ def _flags():
   d = lambda kind, *a, **kw: getattr(flags, f"DEFINE_{kind}")(*a, flag_values=fv, **kw)  # noqa: E731
   d("string", "target", "smollm2-135m-instruct", "registered target checkpoint")
   d("string", "drafter", "smollm2/draft_lm", "draft_lm bundle for specjax and transformers' assisted generation")
-  d("string", "data", "", "data folder of scripts/make_real_data.py (its held-out prompts); default: the target's")
+  d("string", "data", "", "data folder of python -m specjax.train data (its held-out prompts); default: the target's")
   d("integer", "prompts", 6, "held-out prompts (code, translation, text in turn), one at a time", lower_bound=1)
   d("integer", "max_new_tokens", 64, "new tokens per prompt at most (stop at EOS)", lower_bound=1)
   d("integer", "repeats", 2, "timed rounds after the warm-up round (median)", lower_bound=1)

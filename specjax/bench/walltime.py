@@ -289,7 +289,7 @@ def run_t5_ende(fv, gammas, temps) -> int:
   from specjax.data import sentencepiece_tok  # pylint: disable=import-outside-toplevel
   assets = pathlib.Path(fv.assets)
   if not (assets / "target").is_dir():
-    raise common.UsageError(f"--assets={assets}: no target/ folder (the T5 EnDe pair: scripts/train_t5_ende.py)")
+    raise common.UsageError(f"--assets={assets}: no target/ folder (the T5 EnDe pair: python -m specjax.train t5_ende)")
   tok = sentencepiece_tok.load(assets / "target")
   target = checkpoint.load_model(assets / "target")
   drafters = {d: checkpoint.load_model(assets / f"drafter_{d}") for d in (fv.drafters or ["small", "base", "large"])}
