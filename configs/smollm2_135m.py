@@ -9,7 +9,7 @@ The first run converts the GGUF (dequantize + tokenizer, ~10 s) and caches it un
 ~/.cache/specjax. Rows stop at the tokenizer's EOS (<|im_end|>); --config.stop_at_eos=False runs
 every row to max_new_tokens. It drafts by prompt lookup (n-gram), which needs no weights and is
 the fastest here (README "Drafters trained for SmolLM2"). The trained drafters shipped for this
-target under specjax/assets/smollm2, each with a truncated vocabulary (subset.npy) and its
+target under specjax/assets/smollm2, each with a truncated vocabulary (vocab_subset.npy) and its
 training.json (python -m specjax.train draft_model; mtp and medusa with --data=real):
 
   python -m specjax.run --config=configs/smollm2_135m.py:draft_model   # distilled 2-layer model

@@ -30,13 +30,10 @@ drafters), then point the config at them; ``specjax.load_pretrained`` imports T5
 
 (``--dry_run`` keeps planning from the size fields alone, with no weights.)
 """
-import pathlib
-
 import ml_collections
 
 from specjax.experiment import drafter_section
-
-_ASSETS = pathlib.Path(__file__).resolve().parent.parent / "specjax" / "assets"
+from specjax.models.store import ASSETS
 
 
 def _t5(**kw):
@@ -58,7 +55,7 @@ def get_config(arg: str | None = None):
     c.target = _t5(checkpoint="t5_ende/target")
     c.drafter = drafter_section("draft_model", checkpoint="t5_ende/drafter_small", gamma=7)
     c.mesh = ""
-    c.prompts_file = str(_ASSETS / "t5_ende" / "prompts.txt")
+    c.prompts_file = str(ASSETS / "t5_ende" / "prompts.txt")
     c.batch_size, c.refill, c.prompt_len, c.max_new_tokens = 1, True, 64, 48
   else:
     raise ValueError(f"unknown config argument {arg!r}; use '' (paper sizes) or 'cpu'")

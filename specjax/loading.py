@@ -25,8 +25,8 @@ import time
 from specjax import checkpoint, registry
 from specjax.checkpoint import CheckpointError
 from specjax.data.tokenizer import ByteTokenizer
+from specjax.models.store import ASSETS
 
-ASSETS = pathlib.Path(__file__).parent / "assets"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
 
 

@@ -105,11 +105,11 @@ def test_config_trees(trained, tmp_path):
 
 
 def test_truncated_heads_load_with_their_subset(trained, tmp_path):
-  """float16 heads + subset.npy (the layout of python -m specjax.train medusa --data=real): the medusa kind truncates, exactly."""
+  """float16 heads + vocab_subset.npy (the layout of python -m specjax.train medusa --data=real): the medusa kind truncates, exactly."""
   target, heads = trained[:2]
   subset = np.sort(np.random.RandomState(0).choice(V, V // 2, replace=False)).astype(np.int32)
   medusa_lib.save_heads(heads, tmp_path, dtype="float16")
-  np.save(tmp_path / "subset.npy", subset)
+  np.save(tmp_path / "vocab_subset.npy", subset)
   drafter = specjax.drafters.build("medusa", dict(checkpoint=str(tmp_path), tree="chain3+1x2", gamma=3), target)
   np.testing.assert_array_equal(drafter.subset_K, subset)
   assert drafter.lm_head_ExV.shape == (32, V // 2) and drafter.heads["w_KxExE"].dtype == np.float32

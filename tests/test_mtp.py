@@ -120,14 +120,14 @@ def test_incompatible_target_is_a_clear_error(target):
 
 
 def test_truncated_head_loads_its_subset_from_config(demo, target, tmp_path):
-  """A head folder with subset.npy (python -m specjax.train mtp --data=real): the mtp kind truncates; greedy stays exact
+  """A head folder with vocab_subset.npy (python -m specjax.train mtp --data=real): the mtp kind truncates; greedy stays exact
   and the truncated demo head still accepts at every depth while the target emits tokens outside its
   subset; mtp_loss with the whole vocabulary as its 'subset' equals the untruncated loss."""
   demo_target, demo_head = demo
   counts = np.bincount(stats_util.held_out_code(), minlength=demo_target.vocab_size)
   subset = np.sort(np.argsort(-counts)[:48]).astype(np.int32)  # the 48 most frequent bytes of held-out code
   folder = heads.save_head(demo_head.head, tmp_path / "mtp")
-  np.save(folder / "subset.npy", subset)
+  np.save(folder / "vocab_subset.npy", subset)
   loaded = specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": 3}, demo_target)
   np.testing.assert_array_equal(loaded.subset_K, subset)
   prompts = stats_util.demo_prompts(3, seed=2)

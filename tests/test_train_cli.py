@@ -87,7 +87,7 @@ def test_defaults_follow_data():
                                            ("dflash", ["--eval_gammas=2", "--mlp_dim=64"])])
 def test_real_heads_end_to_end(family, extra, tmp_path, capsys):
   """``python -m specjax.train <family> --data=real`` on the demo target and a small folder laid out as
-  the data task writes it: it trains, writes weights + subset.npy + training.json, caches the features,
+  the data task writes it: it trains, writes weights + vocab_subset.npy + training.json, caches the features,
   and the drafter loaders read it back."""
   rng = np.random.default_rng(0)
   for split, n in (("shards", 24), ("held_out", 8)):
@@ -103,7 +103,7 @@ def test_real_heads_end_to_end(family, extra, tmp_path, capsys):
   report = json.loads((out / "training.json").read_text())
   assert report["family"] == family and report["k"] == 64 and report["steps"] == 4 and report["train_rows"] == 24
   assert 0 < report["subset_coverage"] <= 1 and report["acceptance_greedy"] and '"held_out_after"' in stdout
-  assert np.load(out / "subset.npy").shape == (64,)
+  assert np.load(out / "vocab_subset.npy").shape == (64,)
   assert len(list((tmp_path / "data").glob("features_crop64*.npz"))) == 1  # cached for the next run
   import specjax  # pylint: disable=import-outside-toplevel
   target = specjax.checkpoint.load_model(REPO / "specjax/assets/demo/target")

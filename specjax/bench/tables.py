@@ -504,8 +504,8 @@ def training_demo(src: Sources) -> Table:
                minutes(seq["wall_s"]), f"{f(seq['held_out_bits_per_byte'])} bits/byte; greedy agreement "
                f"{f(after['corpus']['greedy_agreement'], 3)} on corpus text, "
                f"{f(after['generated']['greedy_agreement'], 3)} on target-generated text"])
-  med = src.json("specjax/assets/demo/medusa/medusa.json")
-  rows.append([f"Medusa-1, {med['num_heads']} heads (`demo/medusa`)", "–",
+  med = src.json("specjax/assets/demo/medusa/config.json")
+  rows.append([f"Medusa-1, {med['config']['num_heads']} heads (`demo/medusa`)", "–",
                f"{n(med['steps'])} steps on {med['train_sequences']} generated sequences", minutes(med["wall_s"]),
                "top-1 per head " + " / ".join(f"{v:.3f}" for v in med["held_out_top1_after"])
                + " (untrained copies of the LM head: " + " / ".join(f"{v:.2f}" for v in med["held_out_top1_before"]) + ")"])

@@ -12,7 +12,9 @@ from __future__ import annotations
 import io
 import pathlib
 
-ASSET = pathlib.Path(__file__).resolve().parent.parent / "assets" / "t5_ende" / "spm"
+from specjax.models.store import ASSETS
+
+ASSET = ASSETS / "t5_ende" / "spm"
 VOCAB_SIZE = 4000
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 

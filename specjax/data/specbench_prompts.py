@@ -31,8 +31,10 @@ import re
 import textwrap
 import zipfile
 
+from specjax.models.store import ASSETS
+
 CATEGORIES = ("conversation", "translation", "summarization", "qa", "math_reasoning", "rag", "code")
-SHIPPED = pathlib.Path(__file__).resolve().parent.parent / "assets" / "specbench" / "questions.jsonl"
+SHIPPED = ASSETS / "specbench" / "questions.jsonl"
 SHIPPED_PER_CATEGORY, SHIPPED_SEED = 80, 0
 SHIPPED_SHA256 = "58497f8a87fa5726daecf3a690d36b132143621bd416189a3cfa745e426c308f"
 SHIPPED_FINGERPRINTS = {  # each category's source pool when the shipped file was built

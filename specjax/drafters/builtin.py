@@ -8,7 +8,6 @@ takes (a registered name, a .gguf file, an HF folder).
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 
 import jax.numpy as jnp
 
@@ -16,8 +15,7 @@ from specjax import tree as tree_lib
 from specjax.drafters import vocab
 from specjax.drafters.registry import Options, register
 from specjax.models import heads as heads_lib
-
-ASSETS = pathlib.Path(__file__).parent.parent / "assets"
+from specjax.models import store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +109,8 @@ def build_specinfer(options, target):
 def build_medusa(options, target):
   from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
   folder = heads_lib.resolve(options.checkpoint)
-  heads = medusa.load_heads(folder) if folder is not None and (folder / "heads.npz").exists() else None
+  trained = folder is not None and ((folder / store.CONFIG_FILE).is_file() or (folder / "heads.npz").is_file())
+  heads = medusa.load_heads(folder) if trained else None
   subset = vocab.load_subset(folder) if heads is not None else None
   if heads is not None and heads["w_KxExE"].shape[1] != target.config.d_model:
     print(f"NOTE: Medusa heads at {folder} do not fit this target (d_model {heads['w_KxExE'].shape[1]} vs "
@@ -170,7 +169,7 @@ def build_eagle(options, target):
   head = heads_lib.load_or_init(options.checkpoint, module_fn, options.seed + 1, "EAGLE head")
   subset = _subset_beside(options.checkpoint) if head.config.draft_vocab_size else None
   if head.config.draft_vocab_size and subset is None:
-    raise ValueError(f"{options.checkpoint}: a truncated EAGLE head needs its d2t map subset.npy beside it")
+    raise ValueError(f"{options.checkpoint}: a truncated EAGLE head needs its d2t map {store.SUBSET_FILE} beside it")
   gamma = options.gamma
   if options.tree == "chain":
     return eagle.Eagle(head, subset, siblings=options.siblings)

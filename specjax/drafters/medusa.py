@@ -16,7 +16,6 @@ target); ``acceptance="typical"`` takes the deterministic top-k with Medusa's ty
 """
 from __future__ import annotations
 
-import json
 import pathlib
 
 import flax
@@ -28,6 +27,8 @@ from specjax import tree as tree_lib
 from specjax.drafters import vocab
 from specjax.drafters.base import Draft, Drafter, hidden_at
 from specjax.drafters.specinfer import draw_children
+from specjax.models import heads as heads_lib
+from specjax.models import store
 from specjax.models.bundle import Model
 
 # Medusa's release default tree, 63 candidates, depth 4: "mc_sim_7b_63" from
@@ -63,23 +64,22 @@ def head_logits(heads: dict, lm_head_ExV, hidden_xE) -> jax.Array:
 
 
 def save_heads(heads: dict, folder, dtype: str = "float32", **meta) -> pathlib.Path:
-  """``folder/heads.npz`` plus ``folder/medusa.json`` (num_heads, d_model and whatever ``meta`` adds);
-  ``dtype="float16"`` halves the file (the heads load back as float32)."""
-  folder = pathlib.Path(folder)
-  folder.mkdir(parents=True, exist_ok=True)
-  np.savez(folder / "heads.npz", **{k: np.asarray(v, np.float32).astype(dtype) for k, v in heads.items()})
+  """A Medusa head bundle (family ``medusa``, the one checkpoint layout of :mod:`specjax.models.store`):
+  config.json ({num_heads, d_model} plus whatever ``meta`` adds), model.safetensors (``dtype``
+  storage; the heads load back as float32). A truncated vocabulary goes beside it as vocab_subset.npy."""
   k, e, _ = np.shape(heads["w_KxExE"])
-  (folder / "medusa.json").write_text(json.dumps(dict(meta, num_heads=int(k), d_model=int(e)), indent=2) + "\n")
-  return folder
+  model = Model(module=heads_lib.MedusaHeads(heads_lib.MedusaConfig(num_heads=int(k), d_model=int(e))),
+                params={name: heads[name] for name in ("w_KxExE", "b_KxE")})
+  return heads_lib.save_head(model, folder, dtype=dtype, extra=meta)
 
 
 def load_heads(folder) -> dict:
-  path = pathlib.Path(folder) / "heads.npz"
-  if not path.exists():
-    raise FileNotFoundError(f"no Medusa heads at {path} (train them with python -m specjax.train medusa)")
-  with np.load(path) as f:
-    heads = {k: jnp.asarray(f[k], jnp.float32) for k in ("w_KxExE", "b_KxE")}
-  return heads
+  """The heads of a Medusa bundle, float32 (a missing, corrupt or non-Medusa folder: CheckpointError)."""
+  folder = pathlib.Path(folder)
+  if (folder / "heads.npz").is_file() and not (folder / store.CONFIG_FILE).is_file():
+    raise store.CheckpointError(f"{folder / 'heads.npz'}: Medusa heads are saved as a head bundle "
+                                f"(config.json + model.safetensors) now; retrain with python -m specjax.train medusa")
+  return dict(heads_lib.load_head(folder, family="medusa").params)
 
 
 @flax.struct.dataclass

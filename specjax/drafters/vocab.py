@@ -20,6 +20,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from specjax.models import store
+from specjax.models.store import check_subset  # noqa: F401  (the models layer's check, re-used here)
 from specjax.sampling import argmax, sample_from
 
 
@@ -33,22 +35,6 @@ def top_k_subset(counts_V, k: int) -> np.ndarray:
     raise ValueError(f"subset size k={k} must be an integer in [1, vocab_size={v}]")
   order = np.lexsort((np.arange(v), -counts_V.astype(np.float64)))  # count desc, then id asc
   return np.sort(order[:int(k)]).astype(np.int32)
-
-
-def check_subset(subset_K, vocab_size: int, what: str = "drafter") -> None:
-  """A clear error for a subset that is not ``K`` distinct ids in ``[0, vocab_size)``."""
-  s = np.asarray(subset_K)
-  if s.ndim != 1 or s.size == 0:
-    raise ValueError(f"{what}: vocab subset must be a non-empty 1-D array of token ids, got shape {s.shape}")
-  if not np.issubdtype(s.dtype, np.integer):
-    raise ValueError(f"{what}: vocab subset must hold integer token ids, got dtype {s.dtype}")
-  if s.size > vocab_size:
-    raise ValueError(f"{what}: vocab subset has K={s.size} ids, more than the target's vocab_size={vocab_size}")
-  bad = s[(s < 0) | (s >= vocab_size)]
-  if bad.size:
-    raise ValueError(f"{what}: vocab subset ids out of range [0, vocab_size={vocab_size}): {bad[:5].tolist()}")
-  if np.unique(s).size != s.size:
-    raise ValueError(f"{what}: vocab subset has repeated ids ({s.size - np.unique(s).size} duplicates)")
 
 
 def coverage(counts_V, subset_K) -> float:
@@ -91,7 +77,7 @@ def draw(sampling, rng, logits_xW, subset_K=None, vocab_size: int | None = None)
 
 
 def load_subset(folder):
-  """``subset.npy`` saved beside a truncated drafter's weights as int32, or None when there is none."""
-  import pathlib  # pylint: disable=import-outside-toplevel
-  path = pathlib.Path(folder) / "subset.npy"
-  return jnp.asarray(np.load(path), jnp.int32) if path.is_file() else None
+  """The vocab subset (``vocab_subset.npy``, :mod:`specjax.models.store`) saved beside a truncated
+  drafter's weights, as int32, or None when there is none."""
+  subset = store.read_subset(folder)
+  return None if subset is None else jnp.asarray(subset, jnp.int32)

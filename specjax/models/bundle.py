@@ -8,6 +8,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from specjax.models import store
+
 
 @flax.struct.dataclass
 class Model:
@@ -35,6 +37,8 @@ class Model:
 
 
 def _dummy_inputs(module):
+  if hasattr(module, "dummy_inputs"):  # heads read hidden states, not token ids
+    return module.dummy_inputs()
   if getattr(module, "is_encoder_decoder", False):
     return (jnp.zeros((1, 2), jnp.int32),), {"encoder_tokens": jnp.zeros((1, 2), jnp.int32)}
   return (jnp.zeros((1, 2), jnp.int32),), {}
@@ -44,6 +48,14 @@ def init_model(module: nn.Module, seed: int = 0) -> Model:
   args, kwargs = _dummy_inputs(module)
   variables = module.init(jax.random.PRNGKey(seed), *args, **kwargs)
   return Model(module=module, params=nn.unbox(variables["params"]))
+
+
+def from_flat(module: nn.Module, flat: dict, source: str = "<params>") -> Model:
+  """A bundle from '/'-joined params, their names and shapes checked against ``module``'s abstract init
+  (:func:`specjax.models.store.check_params`); empties ``flat`` as it moves arrays to the device."""
+  args, kwargs = _dummy_inputs(module)
+  store.check_params(store.expected_shapes(module, *args, **kwargs), flat, source)
+  return Model(module=module, params=store.unflatten(flat))
 
 
 def logical_axes(model_or_module) -> Any:

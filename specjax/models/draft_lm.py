@@ -5,20 +5,20 @@ embedding and ``d x V`` LM head. This module keeps both small:
 
 * input: the TARGET's own embedding ``[V, E]`` (frozen, never stored: spliced in from the target at
   load time), then a learned ``E -> d_model`` projection;
-* output: logits over ``K`` token ids ``subset_K`` (:mod:`specjax.drafters.vocab`; lossless
+* output: logits over ``K`` token ids ``subset_K`` (``specjax.drafters.vocab``; lossless
   truncation, q is zero outside the subset): with ``frozen_head`` (FR-Spec's choice) a learned
   ``d_model -> E`` projection, a norm, then the TARGET's LM-head columns of the subset (frozen, from
   the target at load time); otherwise a learned ``d_model x K`` head.
 
 The blocks are :class:`specjax.models.decoder.Block` (same cache, masks and RoPE as the target),
 so ``api.start``/``api.forward`` and :class:`specjax.drafters.DraftModel` drive it unchanged.
-A bundle folder holds ``config.json`` (family ``draft_lm``), ``model.safetensors`` (every param
-but the frozen ones, bf16) and ``vocab_subset.npy``; ``specjax.drafters.build("draft_model", {"checkpoint": folder}, target)`` rebuilds it for a target.
+A bundle folder is the one checkpoint layout (:mod:`specjax.models.store`): ``config.json`` (family
+``draft_lm``), ``model.safetensors`` (every param but the frozen ones, bf16) and ``vocab_subset.npy``;
+``specjax.drafters.build("draft_model", {"checkpoint": folder}, target)`` rebuilds it for a target.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 import flax.linen as nn
@@ -27,15 +27,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
-from specjax.models import bundle, kv_cache
-from specjax.models.heads import ASSETS
+from specjax.models import bundle, kv_cache, store
+from specjax.models.store import ASSETS, SUBSET_FILE
 from specjax.models.decoder import Block, DecoderConfig, _norm
 from specjax.models.layers import Init, param_with_axes
 
 FROZEN = "frozen_embed"
 FROZEN_HEAD = "frozen_unembed"
 FROZEN_KEYS = (FROZEN, FROZEN_HEAD)
-SUBSET_FILE = "vocab_subset.npy"
 FAMILY = "draft_lm"
 
 
@@ -124,64 +123,35 @@ def resolve(name) -> pathlib.Path | None:
   if not name:
     return None
   for path in (pathlib.Path(name).expanduser(), ASSETS / str(name)):
-    cfg = path / "config.json"
-    if cfg.is_file():
-      try:
-        return path if json.loads(cfg.read_text()).get("family") == FAMILY else None
-      except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+    if (path / store.CONFIG_FILE).is_file():
+      return path if store.read_family(path) == FAMILY else None
   return None
 
 
 def save(model: bundle.Model, subset_K, folder, dtype: str = "bfloat16", extra: dict | None = None) -> pathlib.Path:
-  """Everything but the frozen embedding (``dtype`` storage), the config and the vocab subset."""
-  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
-  from specjax.checkpoint import _np_dtype  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
-  folder = pathlib.Path(folder)
-  folder.mkdir(parents=True, exist_ok=True)
+  """Everything but the frozen embedding (``dtype`` storage), the config and the vocab subset, in the
+  one checkpoint layout (:mod:`specjax.models.store`)."""
   subset_K = np.asarray(subset_K, np.int32)
-  vocab.check_subset(subset_K, model.config.vocab_size, "draft_lm.save")
+  store.check_subset(subset_K, model.config.vocab_size, "draft_lm.save")
   if subset_K.size != model.config.num_outputs:
     raise ValueError(f"vocab subset has K={subset_K.size} ids but the head has out_vocab={model.config.num_outputs}")
-  flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
-  save_file({k: np.asarray(v, np.float32).astype(_np_dtype(dtype)) for k, v in flat.items() if k not in FROZEN_KEYS},
-            str(folder / "model.safetensors"))
-  np.save(folder / SUBSET_FILE, subset_K)
-  meta = {"family": FAMILY, "config": dataclasses.asdict(model.config), **(extra or {})}
-  (folder / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
-  return folder
+  return store.save(folder, FAMILY, dataclasses.asdict(model.config), model.params, dtype, skip=FROZEN_KEYS,
+                    subset=subset_K, extra=extra)
 
 
 def load(folder, target) -> tuple[bundle.Model, np.ndarray]:
   """``(model, subset_K)`` from a bundle folder, the frozen embedding taken from ``target``."""
-  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
-  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
-  from specjax.checkpoint import CheckpointError, from_flat_params  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
-  paths = [folder / "config.json", folder / "model.safetensors", folder / SUBSET_FILE]
-  for p in paths:
-    if not p.is_file():
-      raise CheckpointError(f"checkpoint file missing: {p}")
-  try:
-    meta = json.loads(paths[0].read_text())
-    if meta.get("family") != FAMILY:
-      raise KeyError(f"family {meta.get('family')!r} is not {FAMILY!r}")
-    cfg = DraftLMConfig(**meta["config"])
-  except (json.JSONDecodeError, KeyError, TypeError) as e:
-    raise CheckpointError(f"{paths[0]}: not a valid draft_lm config ({type(e).__name__}: {e})") from e
+  meta = store.read_meta(folder, (FAMILY,), FAMILY)
+  cfg = store.make_config(DraftLMConfig, meta, folder)
   if cfg.vocab_size != target.vocab_size:
-    raise CheckpointError(f"{folder}: drafter vocab_size={cfg.vocab_size} differs from the target's "
-                          f"vocab_size={target.vocab_size}; both must share one tokenizer")
-  try:
-    flat = {k: np.asarray(v, np.float32) for k, v in load_file(str(paths[1])).items()}
-    subset_K = np.load(paths[2])
-  except (SafetensorError, OSError, ValueError) as e:
-    raise CheckpointError(f"{folder}: corrupt weights or vocab subset ({e})") from e
-  vocab.check_subset(subset_K, target.vocab_size, str(paths[2]))
+    raise store.CheckpointError(f"{folder}: drafter vocab_size={cfg.vocab_size} differs from the target's "
+                                f"vocab_size={target.vocab_size}; both must share one tokenizer")
+  subset_K = store.read_subset(folder, target.vocab_size, required=True)
   if subset_K.size != cfg.num_outputs:
-    raise CheckpointError(f"{paths[2]}: K={subset_K.size} ids but the head has out_vocab={cfg.num_outputs}")
-  flat.update({k: np.asarray(v, np.float32) for k, v in frozen_params(cfg, target, subset_K).items()})
-  model = from_flat_params(DraftLM(cfg), flat, source=str(paths[1]))
-  return model, subset_K.astype(np.int32)
+    raise store.CheckpointError(f"{folder / SUBSET_FILE}: K={subset_K.size} ids but the head has "
+                                f"out_vocab={cfg.num_outputs}")
+  flat = store.read_params(folder, jnp.float32)
+  flat.update(frozen_params(cfg, target, subset_K))
+  model = bundle.from_flat(DraftLM(cfg), flat, source=str(folder / store.WEIGHTS_FILE))
+  return model, subset_K

@@ -1,7 +1,8 @@
-"""Heads that read a frozen decoder's hidden states: the shared-weight MTP head (Nemotron 3 Super).
+"""Heads that read a frozen decoder's hidden states: the shared-weight MTP head (Nemotron 3 Super)
+and Medusa-1's residual heads.
 
-Also the small save/load helpers every head family uses (config.json + model.safetensors, the same
-layout as ``specjax.checkpoint``), and ``target_io``: the target's embedding and LM head, which the
+Also the save/load helpers every head family uses (config.json + model.safetensors, the one layout
+of :mod:`specjax.models.store`), and ``target_io``: the target's embedding and LM head, which the
 heads reuse frozen instead of learning their own.
 
 MTP head, one step: ``g = f(h, e)`` where ``h`` is a hidden state after a final norm (the target's
@@ -12,16 +13,14 @@ feeds the next step. One set of weights serves every offset, so the chain can be
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
-from flax import traverse_util
 
-from specjax.models import bundle
+from specjax.models import bundle, store
+from specjax.models.store import ASSETS  # noqa: F401  (the shipped checkpoints, for callers of resolve)
 from specjax.models.layers import Init, RMSNorm, param_with_axes
 
 
@@ -71,6 +70,31 @@ class MTPHead(nn.Module):
     return (z, z), {}
 
 
+@dataclasses.dataclass(frozen=True)
+class MedusaConfig:
+  num_heads: int = 4
+  d_model: int = 128     # the target's d_model
+
+
+class MedusaHeads(nn.Module):
+  """Medusa-1's ``K`` residual heads: ``h_xE -> h_xKxE``, head k's ``h + SiLU(W_k h + b_k)``; the
+  drafter (:mod:`specjax.drafters.medusa`) multiplies them by the target's frozen LM head. Zero init,
+  so an untrained head copies the LM head. Params ``w_KxExE`` and ``b_KxE``, float32."""
+  cfg: MedusaConfig
+  family = "medusa"
+
+  @nn.compact
+  def __call__(self, h_xE):
+    k, e = self.cfg.num_heads, self.cfg.d_model
+    w = self.param("w_KxExE", nn.initializers.zeros, (k, e, e), jnp.float32)
+    b = self.param("b_KxE", nn.initializers.zeros, (k, e), jnp.float32)
+    h = jnp.broadcast_to(h_xE.astype(jnp.float32)[..., None, :], h_xE.shape[:-1] + (k, e))
+    return h + jax.nn.silu(jnp.einsum("...ke,kef->...kf", h, w) + b)
+
+  def dummy_inputs(self):
+    return (jnp.zeros((1, self.cfg.d_model)),), {}
+
+
 # ----------------------------------------------------------------------------- target weights
 def target_io(target):
   """``(embed_VxE, unembed_ExV)`` of a decoder-only target: its input embedding and LM head."""
@@ -94,7 +118,6 @@ def check_head(head_model, target, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- init, save, load
-ASSETS = pathlib.Path(__file__).parent.parent / "assets"
 
 
 def resolve(name) -> pathlib.Path | None:
@@ -128,48 +151,18 @@ def init_head(module, seed: int = 0) -> bundle.Model:
 
 
 def save_head(model: bundle.Model, folder, dtype: str = "float32", extra: dict | None = None) -> pathlib.Path:
-  """config.json + model.safetensors (bf16 storage allowed); ``extra`` lands in config.json."""
-  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
-  from specjax.checkpoint import _np_dtype  # pylint: disable=import-outside-toplevel
-  folder = pathlib.Path(folder)
-  folder.mkdir(parents=True, exist_ok=True)
-  flat = traverse_util.flatten_dict(jax.device_get(model.params), sep="/")
-  save_file({k: np.asarray(v, np.float32).astype(_np_dtype(dtype)) for k, v in flat.items()},
-            str(folder / "model.safetensors"))
-  meta = {"family": model.module.family, "config": dataclasses.asdict(model.config), **(extra or {})}
-  (folder / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
-  return folder
+  """The one checkpoint layout (:mod:`specjax.models.store`): config.json + model.safetensors
+  (bf16 storage allowed); ``extra`` lands in config.json."""
+  return store.save(folder, model.module.family, dataclasses.asdict(model.config), model.params, dtype, extra=extra)
 
 
-def load_head(folder, **config_overrides) -> bundle.Model:
-  """Loads a head folder; a missing file, unknown family, or name/shape mismatch raises CheckpointError."""
-  from safetensors import SafetensorError  # pylint: disable=import-outside-toplevel
-  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
-  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
+def load_head(folder, family: str | None = None, param_dtype: str = "float32", **config_overrides) -> bundle.Model:
+  """Loads a head folder (of ``family`` when given); a missing or corrupt file, another family, or a
+  name/shape mismatch raises a CheckpointError naming the file."""
+  from specjax.models.families import HEADS  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
-  cfg_path, weights_path = folder / "config.json", folder / "model.safetensors"
-  for p in (cfg_path, weights_path):
-    if not p.is_file():
-      raise CheckpointError(f"checkpoint file missing: {p}")
-  try:
-    meta = json.loads(cfg_path.read_text())
-    from specjax.models.families import HEADS  # pylint: disable=import-outside-toplevel
-    module_cls, config_cls = HEADS[meta["family"]]
-    module = module_cls(config_cls(**{**meta["config"], **config_overrides}))
-  except (json.JSONDecodeError, KeyError, TypeError) as e:
-    raise CheckpointError(f"{cfg_path}: not a valid specjax head config ({type(e).__name__}: {e})") from e
-  try:
-    flat = {k: np.asarray(v, np.float32) for k, v in load_file(str(weights_path)).items()}
-  except (SafetensorError, OSError, ValueError) as e:
-    raise CheckpointError(f"{weights_path}: corrupt or truncated safetensors file ({e})") from e
-  abstract = jax.eval_shape(lambda: _init_variables(module, jax.random.PRNGKey(0)))
-  expected = traverse_util.flatten_dict(nn.unbox(abstract["params"]), sep="/")
-  missing, extra = sorted(set(expected) - set(flat)), sorted(set(flat) - set(expected))
-  if missing or extra:
-    raise CheckpointError(f"{weights_path}: params do not match the config: missing {missing[:5]}, "
-                          f"unexpected {extra[:5]}")
-  for k, spec in expected.items():
-    if tuple(flat[k].shape) != tuple(spec.shape):
-      raise CheckpointError(f"{weights_path}: param {k!r} has shape {flat[k].shape}, config expects {spec.shape}")
-  params = traverse_util.unflatten_dict({k: jnp.asarray(v) for k, v in flat.items()}, sep="/")
-  return bundle.Model(module=module, params=params)
+  meta = store.read_meta(folder, HEADS if family is None else (family,), "head" if family is None else family)
+  module_cls, config_cls = HEADS[meta["family"]]
+  module = module_cls(store.make_config(config_cls, meta, folder, **config_overrides))
+  flat = store.read_params(folder, jnp.dtype(param_dtype))
+  return bundle.from_flat(module, flat, source=str(folder / store.WEIGHTS_FILE))

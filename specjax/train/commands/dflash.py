@@ -11,7 +11,7 @@ Each step draws ``--anchors`` random anchors per sequence; every anchor opens a 
 the target) weighs block position i by exp(-(i-1)/--decay). Afterwards it measures the real
 acceptance at gamma = B-1 and at mismatched block sizes with speculative_generate on held-out
 prompts. ``--data=real``: the same loss over a truncated vocabulary on the ``data`` task's
-generations, ``subset.npy`` beside the drafter (:mod:`specjax.train.commands.real_heads`).
+generations, ``vocab_subset.npy`` beside the drafter (:mod:`specjax.train.commands.real_heads`).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Data: continuations the target itself generates (self-distillation): from stdlib
 demo (``--data=generated``), or the ``data`` task's code / translation / text generations for a
 real target (``--data=real``, crops of ``--crop`` tokens around each prompt's end),
 with the target's features of the head's three layers computed once. ``--k``: a truncated draft
-vocabulary (the K most frequent tokens of the target's generations, saved as ``subset.npy``). The head is unrolled ``--depth``
+vocabulary (the K most frequent tokens of the target's generations, saved as ``vocab_subset.npy``). The head is unrolled ``--depth``
 steps (specjax.train.eagle.eagle_loss: KL to the target's distribution, step weights 0.8^(j-1)).
 Seeded; resumes from its orbax checkpoints; writes training.json (curve summary, acceptance) and
 the loss plot beside the weights.
@@ -31,7 +31,7 @@ from specjax.data import code_corpus
 from specjax.data import generated
 from specjax.drafters import vocab
 from specjax.drafters.eagle import Eagle
-from specjax.models import eagle_head, heads
+from specjax.models import eagle_head, heads, store
 from specjax.train import eagle as train_eagle
 from specjax.train import heads as train_heads
 from specjax.train import loop
@@ -64,7 +64,7 @@ def run(opt) -> int:
     if opt.k:
       subset = vocab.top_k_subset(counts, opt.k)
   if opt.eval_only:
-    subset = np.load(out / "subset.npy") if (out / "subset.npy").is_file() else None
+    subset = store.read_subset(out)
     print(json.dumps(evaluate(opt, target, heads.load_head(out), subset, eval_prompts), indent=2))
     return 0
   tc = target.config
@@ -96,7 +96,7 @@ def run(opt) -> int:
             "train_wall_s": round(time.time() - t0, 1)}
   heads.save_head(head, out, dtype="bfloat16")
   if subset is not None:
-    np.save(out / "subset.npy", subset)
+    np.save(out / store.SUBSET_FILE, subset)
     report["subset_coverage"] = round(vocab.coverage(counts, subset), 4)
   loop.plot_loss(opt.workdir, title="EAGLE-3 head on the frozen target")
   curve = loop.read_metrics(opt.workdir)

@@ -8,9 +8,10 @@
 ``--data=generated`` (the demo): held-out prompts (specjax.data.code_corpus, or random ids for a
 non-byte-level target) -> the target continues them (specjax.generate) -> one frozen target pass
 gives the hidden states -> the heads train on them (resumes from --workdir) -> per-head top-1
-accuracy on held-out generated sequences, before and after, goes to stdout and ``<out>/medusa.json``.
+accuracy on held-out generated sequences, before and after, goes to stdout and into ``<out>/config.json``
+(the heads are a head bundle: config.json + model.safetensors).
 ``--data=real``: KL to the target over a truncated vocabulary on the ``data`` task's generations,
-float16 heads + ``subset.npy`` (:mod:`specjax.train.commands.real_heads`).
+float16 heads + ``vocab_subset.npy`` (:mod:`specjax.train.commands.real_heads`).
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ DEFAULTS = {
 }
 HELPS = {
     "target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
-    "out": "where heads.npz and medusa.json go",
+    "out": "the head bundle folder (config.json + model.safetensors)",
     "workdir": "checkpoints and metrics",
     "num_heads": "Medusa heads (head k predicts k + 2 tokens ahead)",
     "steps": "optimizer steps",
@@ -82,7 +83,7 @@ def train_demo(opt) -> int:
             "wall_s": round(time.time() - t0, 1)}
   medusa_lib.save_heads(heads, opt.out, **report)
   print(json.dumps(report, indent=2))
-  print(f"wrote {pathlib.Path(opt.out) / 'heads.npz'}")
+  print(f"wrote {pathlib.Path(opt.out) / 'model.safetensors'}")
   return 0
 
 

@@ -10,7 +10,7 @@ unrolled ``--depth`` steps from every position and trained (healed) with KL to t
 next-token distributions (specjax.train.heads.mtp_loss). Resumes from its orbax checkpoints.
 Afterwards it measures the real acceptance length at draft lengths ``--eval_gammas`` with
 speculative_generate on held-out prompts. ``--data=real``: the same loss over a truncated
-vocabulary on the ``data`` task's generations, ``subset.npy`` beside the head
+vocabulary on the ``data`` task's generations, ``vocab_subset.npy`` beside the head
 (:mod:`specjax.train.commands.real_heads`).
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ last quarter-crop of each prompt and the continuation after it). The target's fi
 (and, for DFlash, the outputs of the layers it fuses) over them are computed once and cached beside
 the data (``features_crop<N>[_layers...].npz``), so the next run reuses them. Every family learns
 the target's soft next-token distributions (KL) over a truncated vocabulary: the ``--k`` most
-frequent tokens of the target's generations, saved as ``subset.npy`` beside the weights (FR-Spec;
+frequent tokens of the target's generations, saved as ``vocab_subset.npy`` beside the weights (FR-Spec;
 never-proposed tokens still come out of the residual, so decoding stays exact).
 
 * ``mtp``: :class:`specjax.models.heads.MTPHead` unrolled ``--depth`` steps
@@ -45,7 +45,7 @@ from specjax import tree as tree_lib
 from specjax.data import generated
 from specjax.drafters import medusa as medusa_lib
 from specjax.drafters import vocab
-from specjax.models import block_drafter, heads
+from specjax.models import block_drafter, heads, store
 from specjax.train import heads as train_heads
 from specjax.train import loop
 from specjax.train import medusa as medusa_train
@@ -161,7 +161,7 @@ def run(opt, family: str) -> int:
             "seed": opt.seed, "held_out_before": before, "held_out_after": metrics(params)}
   save_fn(params, out)
   if subset is not None:
-    np.save(out / "subset.npy", np.asarray(subset, np.int32))
+    np.save(out / store.SUBSET_FILE, np.asarray(subset, np.int32))
   report["acceptance_greedy"] = acceptance(opt, family, target, drafter, generated.eval_prompts(held_data))
   report["wall_s"] = round(time.time() - t0, 1)
   curve = loop.read_metrics(workdir)
