@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from specjax.models import bundle, store
-from specjax.models.store import ASSETS  # noqa: F401  (the shipped checkpoints, for callers of resolve)
+from specjax.models.store import ASSETS
 from specjax.models.layers import Init, RMSNorm, param_with_axes
 
 
