@@ -148,8 +148,9 @@ class Weights:
     if tuple(self.shapes[name]) != tuple(shape_hf):
       raise CheckpointError(f"{self.where[name]}: tensor {name!r} has shape {tuple(self.shapes[name])}, but the "
                             f"config implies {tuple(shape_hf)}")
-    x = np.asarray(self.read(name)).astype(np.float32)
-    return x.astype(self.dtype) if x.ndim >= 2 and self.dtype != np.float32 else x
+    x = np.asarray(self.read(name))
+    want = self.dtype if x.ndim >= 2 else np.dtype(np.float32)
+    return x if x.dtype == want else x.astype(np.float32).astype(want)  # no float32 detour for bf16 -> bf16
 
   def finish(self, source, ignored=lambda name: False):
     if self.missing:
