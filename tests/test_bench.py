@@ -43,7 +43,7 @@ def test_help_lists_every_command_and_each_help_exits_0(capsys):
   for name in bench_main.TASKS:
     assert help_exit_code(name) == 0, name
     text = " ".join(capsys.readouterr().out.split())  # argparse re-wraps its description
-    assert bench_main._summary(bench_main.TASKS[name]) in text, name  # pylint: disable=protected-access
+    assert bench_main.summary(bench_main.TASKS[name]) in text, name  # pylint: disable=protected-access
   for name in MEASUREMENTS:
     assert bench(name, "--help") == 0
     assert "flags:" in capsys.readouterr().out, name

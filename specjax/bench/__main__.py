@@ -1,14 +1,9 @@
-"""``python -m specjax.bench <task> [flags]``: one entry point for every measurement.
-
-``TASKS`` maps a task name to a module with ``main(argv) -> int``; the module is imported only when
-its task runs (``--help`` reads each one's first docstring line from its source, importing nothing).
-"""
+"""``python -m specjax.bench <task> [flags]``: one entry point for every measurement (:mod:`specjax.cli`)."""
 from __future__ import annotations
 
-import ast
-import importlib
-import importlib.util
 import sys
+
+from specjax import cli
 
 TASKS = {
     "specbench": "specjax.bench.specbench",
@@ -24,36 +19,15 @@ TASKS = {
     "tables": "specjax.bench.tables",
 }
 
-
-def _summary(module: str) -> str:
-  """The first docstring line of ``module``, read from its source without importing it."""
-  try:
-    spec = importlib.util.find_spec(module)
-    with open(spec.origin, encoding="utf-8") as f:
-      doc = ast.get_docstring(ast.parse(f.read())) or ""
-  except (ImportError, AttributeError, OSError, SyntaxError, TypeError):
-    return "(module not found)"
-  return doc.strip().splitlines()[0] if doc.strip() else ""
+summary = cli.summary
 
 
 def usage() -> str:
-  width = max(map(len, TASKS))
-  lines = ["usage: python -m specjax.bench <task> [flags]   (python -m specjax.bench <task> --help: its flags)",
-           "", "tasks:"]
-  lines += [f"  {name:<{width}}  {_summary(module)}" for name, module in TASKS.items()]
-  return "\n".join(lines)
+  return cli.usage("specjax.bench", TASKS)
 
 
 def main(argv) -> int:
-  if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
-    print(usage())
-    return 0 if len(argv) >= 2 else 2
-  task = argv[1]
-  if task not in TASKS:
-    print(f"specjax.bench: unknown task {task!r}; known tasks: {', '.join(TASKS)}", file=sys.stderr)
-    return 2
-  module = importlib.import_module(TASKS[task])
-  return int(module.main([f"python -m specjax.bench {task}", *argv[2:]]) or 0)
+  return cli.dispatch("specjax.bench", TASKS, argv)
 
 
 if __name__ == "__main__":

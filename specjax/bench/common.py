@@ -1,38 +1,15 @@
 """What the measurement commands share: flag parsing with one-line errors, list flags, output files.
 
 A command's ``main(argv)`` builds its flags on a private ``flags.FlagValues()`` and hands them to
-:func:`run_task` with the function that does the work; ``--help`` prints the module docstring and
-the flags, and a bad flag or input is one line on stderr with exit code 2.
+``run_task`` (:mod:`specjax.cli`) with the function that does the work.
 """
 from __future__ import annotations
 
 import json
 import pathlib
-import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
-HELP = ("-h", "--help", "-help", "--helpshort", "--helpfull")
-
-
-class UsageError(ValueError):
-  """A bad flag value or a missing input, reported in one line."""
-
-
-def run_task(fv, argv, doc: str, name: str, body) -> int:
-  """Parses ``argv`` into ``fv`` and runs ``body()``; 0 on success, 2 on a usage or input error."""
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
-  if any(a in HELP for a in argv[1:]):
-    print(doc.strip() + "\n\nflags:\n" + fv.get_help())
-    return 0
-  try:
-    rest = fv(list(argv))
-    if len(rest) > 1:
-      raise UsageError(f"unexpected arguments: {rest[1:]}")
-    return int(body() or 0)
-  except (flags.Error, UsageError, CheckpointError, FileNotFoundError) as e:
-    print(f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-    return 2
+from specjax.cli import HELP, UsageError, run_task  # noqa: F401  (the commands use them through common)
 
 
 def parse_list(values, cast, name: str, ok=lambda x: True) -> list:

@@ -1,41 +1,19 @@
 """What the training tasks share: flag parsing with one-line errors and defaults that follow ``--data``.
 
 A task's ``main(argv)`` builds its flags on a private ``flags.FlagValues()`` and hands them to
-:func:`run_task` with the function that does the work; ``--help`` prints the module docstring and
-the flags, and a bad flag or input is one line on stderr with exit code 2. A family that trains on
+``run_task`` (:mod:`specjax.cli`) with the function that does the work. A family that trains on
 the demo target or on a real one (``--data=real``) leaves the flags whose defaults differ at None
 and fills them with :func:`resolve`.
 """
 from __future__ import annotations
 
-import sys
 import types
 
 from absl import flags
 
+from specjax.cli import HELP, UsageError, run_task  # noqa: F401  (the commands use them through common)
+
 flags.disclaim_key_flags()  # flags defined through define() belong to the task module that calls it
-
-HELP = ("-h", "--help", "-help", "--helpshort", "--helpfull")
-
-
-class UsageError(ValueError):
-  """A bad flag value or a missing input, reported in one line."""
-
-
-def run_task(fv, argv, doc: str, name: str, body) -> int:
-  """Parses ``argv`` into ``fv`` and runs ``body()``; 0 on success, 2 on a usage or input error."""
-  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
-  if any(a in HELP for a in argv[1:]):
-    print(doc.strip() + "\n\nflags:\n" + fv.get_help())
-    return 0
-  try:
-    rest = fv(list(argv))
-    if len(rest) > 1:
-      raise UsageError(f"unexpected arguments: {rest[1:]}")
-    return int(body() or 0)
-  except (flags.Error, UsageError, CheckpointError, FileNotFoundError) as e:
-    print(f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-    return 2
 
 
 def define(fv, kind: str, name: str, default, help_text: str, **kw) -> None:
