@@ -51,6 +51,7 @@ SHAPES = ("b1", "ragged", "refill")
 GREEDY_NEW = cfgs.GREEDY_NEW
 BOUNDARY_MARGIN = 1e-5    # top-k / top-p decisions closer than this are refused by reference_probs
 WRONG_RULES = ("no_residual", "no_q_update", "wrong_bonus")
+CLEAR_EVERY = 24          # cells between dropping compiled programs (and at every change of drafter kind)
 
 
 def samplings():
@@ -322,12 +323,17 @@ def select(names=(), sampling_names=(), shapes=()):
 def run_matrix(cells, rows=ROWS, run_lossy=False, alpha=ALPHA, wrong=None, log=print):
   """Runs ``cells`` (from :func:`select`); with ``wrong`` only exact sampled cells, under that rule.
   Returns ``{"cells": [...], "seconds": ..., ...}``."""
+  import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
   t0 = time.time()
   results = []
   ctx = wrong_rule(wrong) if wrong else contextlib.nullcontext(None)
   with ctx as touched:
-    for config, s, shape in cells:
+    for i, (config, s, shape) in enumerate(cells):
+      if i and (config.kind != cells[i - 1][0].kind or i % CLEAR_EVERY == 0):
+        # each compiled XLA:CPU program holds ~1,000 memory maps; hundreds of them pass the kernel's
+        # vm.max_map_count and LLVM aborts ("Unable to allocate section memory")
+        jax.clear_caches()
       if wrong:
         sampling = samplings()[s]
         if sampling.greedy or specjax.decode.lossy_reason(config.drafter(), sampling, config.lenience) is not None:
