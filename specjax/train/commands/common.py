@@ -42,6 +42,28 @@ def resolve(fv, defaults: dict, real: bool) -> types.SimpleNamespace:
   return types.SimpleNamespace(**values)
 
 
+def run_by_data(fv, defaults: dict, demo_flags, real_flags, train_demo, train_real) -> int:
+  """``--data=real``: ``train_real(opt)``, else ``train_demo(opt)``; a flag of the other mode is refused."""
+  real = fv.data == "real"
+  refuse(fv, demo_flags if real else real_flags, f"with --data={fv.data}")
+  opt = resolve(fv, defaults, real)
+  return train_real(opt) if real else train_demo(opt)
+
+
+def save_demo_head(head, out, workdir, title: str, report: dict, acceptance) -> int:
+  """Saves a head trained on the demo target (bf16), its loss plot, and ``training.json`` with
+  ``report`` plus ``acceptance()`` (greedy acceptance of the saved head), which it also prints."""
+  import json  # pylint: disable=import-outside-toplevel
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  from specjax.train import loop  # pylint: disable=import-outside-toplevel
+  heads.save_head(head, out, dtype="bfloat16")
+  loop.plot_loss(workdir, title=title)
+  report["acceptance_greedy"] = acceptance()
+  (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
+  print(json.dumps(report, indent=2))
+  return 0
+
+
 def refuse(fv, names, why: str) -> None:
   """A UsageError naming the first of ``names`` given on the command line (a flag that does nothing here)."""
   for name in names:

@@ -88,10 +88,8 @@ def train_demo(opt) -> int:
 
 
 def run(fv) -> int:
-  real = fv.data == "real"
-  common.refuse(fv, DEMO_FLAGS if real else real_heads.FLAGS, f"with --data={fv.data}")
-  opt = common.resolve(fv, DEFAULTS, real)
-  return real_heads.run(opt, "medusa") if real else train_demo(opt)
+  return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
+                            lambda opt: real_heads.run(opt, "medusa"))
 
 
 def main(argv) -> int:

@@ -88,19 +88,13 @@ def train_demo(opt) -> int:
   report = {"params": head.num_params, "steps": opt.steps, "depth": opt.depth, "data": opt.data,
             "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
             "train_wall_s": round(time.time() - t0, 1)}
-  heads.save_head(head, out, dtype="bfloat16")
-  loop.plot_loss(opt.workdir, title="MTP head on the frozen demo target")
-  report["acceptance_greedy"] = evaluate(opt, target, head)
-  (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
-  print(json.dumps(report, indent=2))
-  return 0
+  return common.save_demo_head(head, out, opt.workdir, "MTP head on the frozen demo target", report,
+                               lambda: evaluate(opt, target, head))
 
 
 def run(fv) -> int:
-  real = fv.data == "real"
-  common.refuse(fv, DEMO_FLAGS if real else real_heads.FLAGS, f"with --data={fv.data}")
-  opt = common.resolve(fv, DEFAULTS, real)
-  return real_heads.run(opt, "mtp") if real else train_demo(opt)
+  return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
+                            lambda opt: real_heads.run(opt, "mtp"))
 
 
 def main(argv) -> int:
