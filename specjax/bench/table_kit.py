@@ -1,0 +1,89 @@
+"""The pieces every measured table is built from: ``Table``, ``Sources`` (the JSON files a table
+reads), the ``@table`` registry and the cell formats (:mod:`specjax.bench.tables` renders them)."""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import pathlib
+from typing import Callable
+
+
+class TableError(ValueError):
+  """A table that cannot be rendered (a missing JSON file or key) or a malformed region."""
+
+
+@dataclasses.dataclass
+class Table:
+  """A header, rows of cell texts, and a note under the table. A link written ``[text](@/path)``
+  (in a cell or the note) is to ``path`` from the repository root; rendering makes it relative."""
+  header: list
+  rows: list
+  note: str = ""
+  data_line: bool = True  # False: the rows link their own files
+
+
+class Sources:
+  """Loads JSON files relative to the repository root and remembers which ones a table read."""
+
+  def __init__(self, root: pathlib.Path):
+    self.root = root
+    self.used: list[str] = []
+
+  def json(self, rel: str):
+    path = self.root / rel
+    if not path.is_file():
+      raise TableError(f"{rel}: not found (a table reads it)")
+    if rel not in self.used:
+      self.used.append(rel)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+  def glob(self, pattern: str) -> list[str]:
+    return sorted(os.path.relpath(p, self.root) for p in glob.glob(str(self.root / pattern)))
+
+
+TABLES: dict[str, tuple[Callable[[Sources], Table], str]] = {}
+
+
+def table(name: str, about: str):
+  def register(fn):
+    TABLES[name] = (fn, about)
+    return fn
+  return register
+
+
+# ---------------------------------------------------------------------------------------------- formats
+
+def x(v, digits: int = 2) -> str:
+  return "–" if v is None else f"{v:.{digits}f}x"
+
+
+def f(v, digits: int = 2) -> str:
+  return "–" if v is None else f"{v:.{digits}f}"
+
+
+def n(v) -> str:
+  return "–" if v is None else f"{int(v):,}"
+
+
+def same(v, temperature=0.0) -> str:
+  """Whether a run gave the autoregressive tokens; a sampled run has nothing to compare."""
+  if temperature and temperature > 0:
+    return "n/a"
+  return {True: "yes", False: "NO", None: "n/a"}[v]
+
+
+def t(v) -> str:
+  return f"{float(v):g}"
+
+
+def minutes(seconds) -> str:
+  return "–" if seconds is None else f"{seconds / 60:.0f} min"
+
+
+def row_of(rows, **match):
+  found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+  if len(found) != 1:
+    raise TableError(f"expected one row with {match}, found {len(found)}")
+  return found[0]
