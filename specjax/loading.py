@@ -6,7 +6,10 @@
 * a ``.gguf`` file (read with the ``gguf`` package);
 * an HF folder (``config.json`` + ``*.safetensors`` + ``tokenizer.json`` / ``tokenizer.model``);
 * a specjax bundle folder (``checkpoint.save_model``), or a name under ``specjax/assets``
-  (``"demo/target"``); bundles without tokenizer files get the byte tokenizer of the demo pair.
+  (``"demo/target"``); bundles without tokenizer files get the byte tokenizer of the demo pair;
+* a Hugging Face hub id that is not an existing path (``"org/name"``, ``"org/name@rev"``,
+  ``"org/name/file.gguf"``), read from huggingface_hub's cache and downloaded there if missing
+  (``specjax.hub``; ``HF_HUB_OFFLINE=1``: the cache only).
 
 GGUF files are dequantized and their tokenizer converted once, then cached as a specjax bundle
 (float32 safetensors + tokenizer files) under ``$SPECJAX_CACHE`` (default
@@ -22,7 +25,7 @@ import pathlib
 import shutil
 import time
 
-from specjax import checkpoint, registry
+from specjax import checkpoint, hub, registry
 from specjax.checkpoint import CheckpointError
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.models.store import ASSETS
@@ -57,6 +60,8 @@ def _load(source: str, cache: bool, verbose: bool, config_overrides):
   path = pathlib.Path(source).expanduser()
   if not path.exists() and (ASSETS / source).exists():
     path = ASSETS / source
+  if not path.exists() and hub.parse(source):  # "org/name": a Hugging Face hub id
+    path = hub.resolve(source)
   if path.suffix == ".gguf":
     return load_gguf(path, cache=cache, verbose=verbose, **config_overrides)
   if not path.exists():
