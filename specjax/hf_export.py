@@ -15,6 +15,7 @@ import pathlib
 import jax
 import numpy as np
 
+from specjax.models import store
 from specjax.models.bundle import Model
 
 
@@ -100,6 +101,7 @@ def _a(x) -> np.ndarray:
 
 
 def _layer_tensors(cfg, p) -> dict:
+  p = store.per_layer_params(p)  # a scanned decoder stacks its layers; the HF names are per layer
   e, h, k, d = cfg.d_model, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
   tensors = {}
   for i in range(cfg.num_layers):

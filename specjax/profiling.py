@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax.models import api, kv_cache
+from specjax.models import api, kv_cache, store
 from specjax.models.layers import rope
 
 
@@ -75,6 +75,7 @@ def _rms(x, w, eps):
 
 def _minimal_forward(cfg, max_len, params, tok_BxT, pos, k_c, v_c):
   b, t = tok_BxT.shape
+  params = store.per_layer_params(params)  # per-layer names whether or not the model scans
   x = params["embed"][tok_BxT]
   positions_BxT = jnp.broadcast_to(pos + jnp.arange(t), (b, t))
   mask_TxS = jnp.arange(max_len)[None] <= (pos + jnp.arange(t))[:, None]

@@ -23,7 +23,10 @@ def tiny_decoder(vocab_size: int = 64, seed: int = 0, weight_scale: float = 2.5,
   cfg = dict(vocab_size=vocab_size, d_model=32, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8,
              mlp_dim=64, tie_embeddings=False)
   cfg.update(overrides)
-  return _scaled(bundle.init_model(Decoder(DecoderConfig(**cfg)), seed), weight_scale)
+  scan = cfg.pop("scan_layers", None)  # the same weights either way: built unrolled, then stacked
+  model = _scaled(bundle.init_model(Decoder(DecoderConfig(**cfg, scan_layers=False)), seed), weight_scale)
+  flat = flax.traverse_util.flatten_dict(model.params, sep="/")
+  return bundle.from_flat(Decoder(DecoderConfig(**cfg, scan_layers=scan)), flat)
 
 
 def tiny_t5(vocab_size: int = 64, seed: int = 0, weight_scale: float = 1.0, **overrides) -> bundle.Model:

@@ -1,12 +1,14 @@
 """A model is a bundle (module, config, params): one pytree, params as a plain nested dict."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax import traverse_util
 
 from specjax.models import store
 
@@ -54,8 +56,20 @@ def from_flat(module: nn.Module, flat: dict, source: str = "<params>") -> Model:
   """A bundle from '/'-joined params, their names and shapes checked against ``module``'s abstract init
   (:func:`specjax.models.store.check_params`); empties ``flat`` as it moves arrays to the device."""
   args, kwargs = _dummy_inputs(module)
+  cfg = getattr(module, "cfg", None)
+  if getattr(cfg, "scanned", False):
+    flat = store.stack_layers(flat, cfg.num_layers)
   store.check_params(store.expected_shapes(module, *args, **kwargs), flat, source)
   return Model(module=module, params=store.unflatten(flat))
+
+
+def with_scan_layers(model: Model, scan: bool = True) -> Model:
+  """The same decoder with its layers scanned (params stacked ``[L, ...]``) or unrolled."""
+  cfg = model.module.cfg
+  if cfg.scanned == scan:
+    return model
+  flat = store.unstack_layers(traverse_util.flatten_dict(jax.device_get(model.params), sep="/"))
+  return from_flat(type(model.module)(dataclasses.replace(cfg, scan_layers=scan)), flat)
 
 
 def logical_axes(model_or_module) -> Any:

@@ -51,6 +51,11 @@ class DecoderConfig:
   query_pre_attn_scalar: float = 0.0  # attention scale is this ** -0.5; 0: head_dim
   layer_windows: tuple[int, ...] = ()  # sliding window per layer, 0 = global; () = all global
   local_rope_theta: float = 0.0       # RoPE theta of windowed layers; 0: rope_theta
+  # one lax.scan over the layers (params stacked [L, ...] under "layers"), so the compile does not
+  # grow with depth; None: scanned on accelerators, unrolled on CPU, where slicing the stacked
+  # weights copies them every step (``python -m specjax.bench compile_depth``). Checkpoints store
+  # per-layer names either way (store.stack_layers / unstack_layers).
+  scan_layers: bool | None = None
 
   def __post_init__(self):
     object.__setattr__(self, "layer_windows", tuple(int(w) for w in self.layer_windows))
@@ -68,6 +73,11 @@ class DecoderConfig:
 
   def layer_rope_theta(self, layer: int) -> float:
     return self.local_rope_theta if self.window(layer) and self.local_rope_theta else self.rope_theta
+
+  @property
+  def scanned(self) -> bool:
+    """Whether the layers run as one scan (``scan_layers``, or by platform when it is None)."""
+    return self.scan_layers if self.scan_layers is not None else jax.default_backend() != "cpu"
 
   @property
   def min_window(self) -> int:
@@ -92,8 +102,10 @@ class Attention(nn.Module):
     return y
 
   @nn.compact
-  def __call__(self, x_BxTxE, positions_BxT, mask_BxTxS, cache=None):
-    cfg, dt, layer = self.cfg, jnp.dtype(self.cfg.dtype), self.layer
+  def __call__(self, x_BxTxE, positions_BxT, mask_BxTxS, cache=None, layer=None, theta=None):
+    """``layer`` / ``theta`` override the static ones (traced inside the scan over layers)."""
+    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
+    layer = self.layer if layer is None else layer
     q = self._project("q", x_BxTxE, cfg.num_heads, ("embed", "heads", "kv"))
     k = self._project("k", x_BxTxE, cfg.num_kv_heads, ("embed", "kv_heads", "kv"))
     v = self._project("v", x_BxTxE, cfg.num_kv_heads, ("embed", "kv_heads", "kv"))
@@ -101,7 +113,7 @@ class Attention(nn.Module):
                          (cfg.num_heads, cfg.head_dim, cfg.d_model), ("heads", "kv", "embed"))
     if cfg.qk_norm:
       q, k = _norm(cfg, "q_norm")(q), _norm(cfg, "k_norm")(k)
-    theta = cfg.layer_rope_theta(layer)
+    theta = cfg.layer_rope_theta(layer) if theta is None else theta
     q, k = rope(q, positions_BxT, theta), rope(k, positions_BxT, theta)
     extra = None
     if cache is None:  # no cache: attend among the new tokens only
@@ -141,9 +153,10 @@ class Block(nn.Module):
   layer: int = 0
 
   @nn.compact
-  def __call__(self, x, positions_BxT, mask_BxTxS, cache=None):
+  def __call__(self, x, positions_BxT, mask_BxTxS, cache=None, layer=None, theta=None):
     cfg = self.cfg
-    h, cache = Attention(cfg, self.layer, name="attn")(_norm(cfg, "attn_norm")(x), positions_BxT, mask_BxTxS, cache)
+    h, cache = Attention(cfg, self.layer, name="attn")(_norm(cfg, "attn_norm")(x), positions_BxT, mask_BxTxS, cache,
+                                                       layer, theta)
     if cfg.sandwich_norms:
       h = _norm(cfg, "post_attn_norm")(h)
     x = x + h
@@ -184,10 +197,13 @@ class Decoder(nn.Module):
       new_BxTxT = jnp.broadcast_to(new_mask_TxT, (b, t, t))
       masks = {w: (masks[w], kv_cache.sliding_window_mask(new_BxTxT, positions_BxT, positions_BxT, w))
                for w in windows}
-    layer_hidden = []
-    for i in range(cfg.num_layers):
-      x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, masks[cfg.window(i)], cache)
-      layer_hidden.append(x)
+    if cfg.scanned:
+      x, cache, layer_hidden = _scan_blocks(cfg, windows, masks, x, positions_BxT, cache, return_layer_hidden)
+    else:
+      layer_hidden = []
+      for i in range(cfg.num_layers):
+        x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, masks[cfg.window(i)], cache)
+        layer_hidden.append(x)
     hidden = _norm(cfg, "final_norm")(x)
     if cfg.tie_embeddings:
       logits = hidden @ embed.astype(dt).T
@@ -197,3 +213,30 @@ class Decoder(nn.Module):
       logits = hidden @ head.astype(dt)
     out = (logits.astype(jnp.float32), hidden, cache)
     return out + (layer_hidden,) if return_layer_hidden else out
+
+
+def _scan_blocks(cfg: DecoderConfig, windows, masks, x, positions_BxT, cache, return_layer_hidden: bool):
+  """The layers as one ``nn.scan`` over params stacked ``[L, ...]`` (module name ``layers``).
+
+  A layer's window and RoPE theta are scanned inputs, its mask is picked from the (few) distinct
+  windows' masks stacked once outside the loop, and the cache rides in the carry, so each layer
+  writes its slice in place. Returns ``(x, cache, layer_hidden)``; ``layer_hidden`` is ``[L, B, T, E]``
+  when asked for (feature taps index it like the unrolled list), else ``None``.
+  """
+  stacked = jax.tree.map(lambda *ms: jnp.stack(ms), *[masks[w] for w in windows])
+  per_layer = (jnp.arange(cfg.num_layers, dtype=jnp.int32),
+               jnp.asarray([windows.index(cfg.window(i)) for i in range(cfg.num_layers)], jnp.int32),
+               jnp.asarray([cfg.layer_rope_theta(i) for i in range(cfg.num_layers)], jnp.float32))
+
+  def body(block, carry, layer_xs, positions, masks_W):
+    h, c = carry
+    layer, window_index, theta = layer_xs
+    mask = jax.tree.map(lambda m: m[window_index], masks_W)
+    h, c = block(h, positions, mask, c, layer, theta)
+    return (h, c), (h if return_layer_hidden else None)
+
+  scan = nn.scan(body, variable_axes={"params": 0}, split_rngs={"params": True},
+                 in_axes=(0, nn.broadcast, nn.broadcast), length=cfg.num_layers,
+                 metadata_params={nn.PARTITION_NAME: "layers"})
+  (x, cache), layer_hidden = scan(Block(cfg, name="layers"), (x, cache), per_layer, positions_BxT, stacked)
+  return x, cache, layer_hidden

@@ -70,11 +70,20 @@ class PendingKV:
 
 def write_pending(cache: KVCache, k_new_LxBxTxKxD, v_new_LxBxTxKxD) -> KVCache:
   """Writes pending keys/values at slots ``length .. length + T - 1`` of every layer, in place."""
-  k, v = cache.k_LxBxKxSxD, cache.v_LxBxKxSxD
-  for layer in range(k.shape[0]):
-    k = write_layer(k, layer, k_new_LxBxTxKxD[layer], cache.length_B)
-    v = write_layer(v, layer, v_new_LxBxTxKxD[layer], cache.length_B)
-  return cache.replace(k_LxBxKxSxD=k, v_LxBxKxSxD=v)
+  return cache.replace(k_LxBxKxSxD=_write_all_layers(cache.k_LxBxKxSxD, k_new_LxBxTxKxD, cache.length_B),
+                       v_LxBxKxSxD=_write_all_layers(cache.v_LxBxKxSxD, v_new_LxBxTxKxD, cache.length_B))
+
+
+def _write_all_layers(buf_LxBxKxSxD, new_LxBxTxKxD, start_B):
+  """:func:`write_layer` for every layer at once: one scatter, whatever the depth (layers and rows
+  are batching dims, the slot the one index), so the program does not grow with the layers."""
+  l, b, t = new_LxBxTxKxD.shape[:3]
+  slots_LxBxTx1 = jnp.broadcast_to((start_B[:, None] + jnp.arange(t)[None, :]).astype(jnp.int32), (l, b, t))[..., None]
+  dims = jax.lax.ScatterDimensionNumbers(update_window_dims=(3, 4), inserted_window_dims=(3,),
+                                         scatter_dims_to_operand_dims=(3,), operand_batching_dims=(0, 1),
+                                         scatter_indices_batching_dims=(0, 1))
+  return jax.lax.scatter(buf_LxBxKxSxD, slots_LxBxTx1, new_LxBxTxKxD.astype(buf_LxBxKxSxD.dtype), dims,
+                         indices_are_sorted=True, unique_indices=True, mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
 
 
 def committed_mask(length_B, max_len, t: int):

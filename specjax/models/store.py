@@ -60,7 +60,7 @@ def save(folder, family: str, config: dict, params, dtype: str = "float32", skip
   folder = pathlib.Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
   storage = np_dtype(dtype)
-  flat = traverse_util.flatten_dict(jax.device_get(params), sep="/")
+  flat = unstack_layers(traverse_util.flatten_dict(jax.device_get(params), sep="/"))
   save_file({k: np.asarray(v, np.float32).astype(storage) for k, v in flat.items() if k not in set(skip)},
             str(folder / WEIGHTS_FILE))
   if subset is not None:
@@ -187,6 +187,41 @@ def check_params(expected: dict, flat: dict, source: str = "<params>") -> None:
     if tuple(flat[k].shape) != tuple(shape):
       raise CheckpointError(f"{source}: param {k!r} has shape {tuple(flat[k].shape)}, "
                             f"config expects {tuple(shape)}")
+
+
+# scanned layers: params "layers/<name>" [L, ...] <-> "layer_{i}/<name>", the names on disk
+_SCANNED = "layers/"
+
+
+def stack_layers(flat: dict, num_layers: int) -> dict:
+  """'/'-joined params with per-layer names ``layer_{i}/...`` -> one ``layers/...`` array ``[L, ...]``
+  per name (a decoder with ``scan_layers``). Pops the per-layer arrays as it stacks each name."""
+  names = sorted({k.split("/", 1)[1] for k in flat if k.startswith("layer_0/")})
+  for name in names:
+    keys = [f"layer_{i}/{name}" for i in range(num_layers)]
+    missing = [k for k in keys if k not in flat]
+    if missing:  # left for check_params to report with the source's name
+      continue
+    flat[_SCANNED + name] = np.stack([np.asarray(flat.pop(k)) for k in keys])
+  return flat
+
+
+def unstack_layers(flat: dict) -> dict:
+  """The inverse of :func:`stack_layers` (a no-op on per-layer params): what checkpoints store."""
+  out = {}
+  for k, v in flat.items():
+    if k.startswith(_SCANNED):
+      for i in range(v.shape[0]):
+        out[f"layer_{i}/{k[len(_SCANNED):]}"] = v[i]
+    else:
+      out[k] = v
+  return out
+
+
+def per_layer_params(params) -> dict:
+  """Nested params with ``layer_{i}`` subtrees, whether the model scans its layers or not."""
+  flat = traverse_util.flatten_dict(params, sep="/")
+  return traverse_util.unflatten_dict(unstack_layers(flat), sep="/")
 
 
 def unflatten(flat: dict) -> dict:
