@@ -16,7 +16,8 @@ from specjax.experiment import drafter_section
 def get_config(arg: str | None = None):
   del arg
   c = ml_collections.ConfigDict()
-  c.target = ml_collections.ConfigDict({"checkpoint": "demo/target", "param_dtype": "auto", "cache_dtype": ""})
+  c.target = ml_collections.ConfigDict({"checkpoint": "demo/target", "param_dtype": "auto", "cache_dtype": "",
+                                        "scan_layers": "auto"})  # auto: layers scanned on accelerators only
   c.drafter = drafter_section("draft_model", checkpoint="demo/drafter", gamma=7)  # kinds: specjax.drafters.kinds()
   c.batch_size = 1
   c.prompt_len = 96

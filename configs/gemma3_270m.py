@@ -22,7 +22,9 @@ def get_config(arg: str | None = None):
     raise ValueError(f"unknown argument {arg!r}; expected 'ngram' or 'medusa'")
   c = sibling_config(__file__, "smollm2_135m", "ngram")  # the same run, another real target
   c.target = {"checkpoint": "gemma3-270m",
-              "param_dtype": "auto", "cache_dtype": ""}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype
+              "param_dtype": "auto", "cache_dtype": "",
+              "scan_layers": "auto"}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype;
+  # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
   if kind == "medusa":
     c.drafter = drafter_section("medusa", checkpoint="gemma3/medusa", tree="chain3+1x2", gamma=3)
   return c

@@ -29,7 +29,9 @@ def get_config(arg: str | None = None):
     raise ValueError(f"unknown argument {arg!r}; expected one of {sorted(DRAFTERS)}")
   c = sibling_config(__file__, "demo", None)
   c.target = {"checkpoint": "qwen2.5-coder-1.5b-instruct",
-              "param_dtype": "auto", "cache_dtype": ""}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype
+              "param_dtype": "auto", "cache_dtype": "",
+              "scan_layers": "auto"}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype;
+  # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
   c.drafter = drafter_section(kind, **DRAFTERS[kind])
   c.chat = True
   c.prompt = "Write a Python function that returns the n-th Fibonacci number, with a docstring."

@@ -43,7 +43,9 @@ def get_config(arg: str | None = None):
     raise ValueError(f"unknown argument {arg!r}; expected one of {sorted(DRAFTERS)}")
   c = sibling_config(__file__, "demo", None)
   c.target = {"checkpoint": "smollm2-135m-instruct",
-              "param_dtype": "auto", "cache_dtype": ""}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype
+              "param_dtype": "auto", "cache_dtype": "",
+              "scan_layers": "auto"}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype;
+  # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
   c.drafter = drafter_section(kind, **DRAFTERS[kind])
   c.prompt = "def fibonacci(n):"
   c.prompt_len = 64

@@ -5,7 +5,9 @@ A config is an ``ml_collections.ConfigDict`` with two nested sections and run ke
 * ``target``: ``checkpoint`` (anything ``specjax.load_pretrained`` takes: a registered name, a .gguf
   file, an HF folder, a specjax bundle or a name under specjax/assets), or a model family's config
   fields for a random init (``{"family": "decoder", "d_model": 64, ...}``); ``param_dtype``
-  (``auto``: float32 on CPU, bfloat16 on accelerators), ``dtype`` (compute) and ``cache_dtype``.
+  (``auto``: float32 on CPU, bfloat16 on accelerators), ``dtype`` (compute), ``cache_dtype`` and
+  ``scan_layers`` (decoders: ``on``, one scan over the layers; ``off``, unrolled; ``auto``: scanned on
+  accelerators only).
 * ``drafter``: ``kind`` (a registered drafter kind, ``specjax.drafters.kinds()``) and that kind's
   options (``gamma``, ``checkpoint`` and its own fields; defaults and names are the kind's options
   dataclass, ``specjax.drafters.options_class(kind)``); ``model``: family fields of a random-init
@@ -82,6 +84,8 @@ def normalize(config) -> ml_collections.ConfigDict:
   if "target" not in config:
     raise ValueError("the config has no target section (config.target.checkpoint or model fields)")
   precision.resolve(config.target.get("param_dtype"))  # a bad dtype name: error now
+  if str(config.target.get("scan_layers") or "auto") not in SCAN_LAYERS:
+    raise ValueError(f"target.scan_layers={config.target.scan_layers!r}; expected one of {', '.join(SCAN_LAYERS)}")
   drafter = dict(config.get("drafter") or {})
   drafter.setdefault("kind", "draft_model")
   config.drafter = ml_collections.ConfigDict(drafter)
@@ -119,6 +123,9 @@ def gamma_of(config) -> int:
   return specjax.drafters.make_options(config.drafter.kind, drafter_options(config)).gamma
 
 
+SCAN_LAYERS = {"auto": None, "on": True, "off": False}  # target.scan_layers -> DecoderConfig.scan_layers
+
+
 def load_model(spec, seed: int):
   """``(model, tokenizer or None)``: a checkpoint, or a random init from the family's config fields;
   params stored in the spec's ``param_dtype`` (:mod:`specjax.precision`, default ``"auto"``)."""
@@ -126,6 +133,9 @@ def load_model(spec, seed: int):
   param_dtype = spec.pop("param_dtype", "auto")
   if spec.get("checkpoint"):
     overrides = {k: spec[k] for k in ("dtype", "cache_dtype") if spec.get(k)}
+    scan = SCAN_LAYERS[str(spec.get("scan_layers") or "auto")]
+    if scan is not None:  # "auto": by platform (DecoderConfig.scanned)
+      overrides["scan_layers"] = scan
     return loading.load_pretrained(spec["checkpoint"], param_dtype=param_dtype, **overrides)
   model = families.from_fields(spec, seed)
   return model.replace(params=precision.cast_params(model.params, param_dtype)), None

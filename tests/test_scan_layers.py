@@ -130,3 +130,15 @@ def test_scanned_on_a_mesh():
   placed = sharding.shard(model, mesh)
   spec = placed.params["layers"]["attn"]["q"].sharding.spec
   assert spec[0] is None and spec[2] is not None, spec  # [L, E, H, D]: layers replicated, query heads split
+
+
+def test_run_config_scan_layers():
+  import ml_collections  # pylint: disable=import-outside-toplevel
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  config = ml_collections.ConfigDict({"target": {"checkpoint": "nowhere", "scan_layers": "yes"},
+                                      "drafter": {"kind": "ngram"}})
+  with pytest.raises(ValueError, match="scan_layers='yes'"):
+    experiment.normalize(config)
+  for value, scanned in (("on", True), ("off", False)):
+    model, _ = experiment.load_model({"checkpoint": "demo/drafter", "scan_layers": value}, seed=0)
+    assert model.config.scanned == scanned and (("layers" in model.params) == scanned)
