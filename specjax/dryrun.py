@@ -8,6 +8,10 @@ so nothing is allocated):
 * draft step: the drafter reads one token (``gamma`` of these per speculative iteration);
 * verify step: the target reads ``gamma + 1`` tokens (one per speculative iteration).
 
+Before compiling, the params, KV cache and an activation estimate per device at the full depth
+(:func:`memory_need`, from abstract shapes) are checked against the accelerator's memory: a plan
+that does not fit is an error naming the numbers (:func:`check_fits`).
+
 Each step is ``forward + argmax`` with the cache donated. From the compiled executable it reads
 ``cost_analysis()`` (FLOPs, bytes accessed), ``memory_analysis()`` (temp bytes) and counts
 collectives in the HLO text; param and KV-cache bytes per device come from shapes and shardings.
@@ -139,6 +143,8 @@ def with_depth(module: nn.Module, layers: int) -> nn.Module:
   extra = {}
   if getattr(module.cfg, "layer_windows", ()):  # per-layer windows follow the depth (the pattern's start)
     extra["layer_windows"] = tuple(module.cfg.layer_windows[:layers])
+  if "scan_layers" in fields:  # costs are extrapolated from unrolled layers (module doc)
+    extra["scan_layers"] = False
   return type(module)(dataclasses.replace(module.cfg, **{field: layers}, **extra))
 
 
@@ -231,6 +237,36 @@ def _extrapolate(by_depth: dict[int, dict], depth: int) -> dict[str, float]:
   return {k: xa[k] + (depth - a) * (xb[k] - xa[k]) / (b - a) for k in xa}
 
 
+def memory_need(module, mesh, batch, prompt_len, max_len, num_tokens, dtype=None, cache_dtype=None) -> dict:
+  """Bytes one device holds at the module's true depth, from sharded abstract shapes (nothing is
+  compiled; a decoder is traced scanned, so depth costs nothing): params, KV cache and an estimate
+  of a ``num_tokens`` step's activations (float32 logits plus a few residual-stream-sized buffers)."""
+  fields = {f.name for f in dataclasses.fields(module.cfg)}
+  if "scan_layers" in fields:
+    module = type(module)(dataclasses.replace(module.cfg, scan_layers=True))
+  model = abstract_model(module, mesh, dtype)
+  cache = abstract_cache(model, mesh, batch, prompt_len, max_len, cache_dtype)
+  cfg = module.cfg
+  width = max(cfg.d_model, getattr(cfg, "mlp_dim", 0))
+  rows = batch * num_tokens / dict(mesh.shape).get("data", 1)  # the batch splits over 'data'
+  activations = 4 * rows * (cfg.vocab_size + 4 * width)
+  return {"param_bytes": per_device_bytes(model.params), "cache_bytes": per_device_bytes(cache),
+          "activation_bytes": int(activations)}
+
+
+def check_fits(needs: dict, acc, mesh) -> None:
+  """A plan whose params + KV cache + activations per device exceed the accelerator's memory is an
+  error before anything compiles, with the numbers and what to change."""
+  total = sum(sum(n.values()) for n in needs.values())
+  if total <= acc.hbm_bytes:
+    return
+  parts = ", ".join(f"{name} params {n['param_bytes'] / 1e9:.2f} GB + KV cache {n['cache_bytes'] / 1e9:.2f} GB + "
+                    f"activations {n['activation_bytes'] / 1e9:.2f} GB" for name, n in needs.items())
+  raise ValueError(f"does not fit: per device {parts} = {total / 1e9:.2f} GB > {acc.name} memory "
+                   f"{acc.hbm_bytes / 1e9:.1f} GB on mesh {sharding.mesh_shape_str(mesh)}; use a larger mesh "
+                   "(mesh), a bfloat16 dtype, or a smaller batch_size / max_new_tokens")
+
+
 def profile_step(module, mesh, batch, prompt_len, max_len, num_tokens, acc, dtype=None, cache_dtype=None):
   """Costs of one step at the module's true depth (compiled at <= 4 layers, see module doc)."""
   depth = module.cfg.num_layers
@@ -286,6 +322,10 @@ def dry_run(config) -> dict:
   alpha = float(cfg.get("alpha", 0.75))
   target = build_module(cfg["target"])
   args = (mesh, batch, prompt_len, max_len)
+  needs = {"target": memory_need(target, *args, gamma + 1)}
+  if draft_cfg.get("kind", "draft_model") == "draft_model" and draft_cfg.get("model"):
+    needs["draft"] = memory_need(build_module(draft_cfg["model"]), *args, 1)
+  check_fits(needs, acc, mesh)
   steps = {"target": profile_step(target, *args, 1, acc), "verify": profile_step(target, *args, gamma + 1, acc)}
   layout = {"target": _layout(target, mesh)}
   if draft_cfg.get("kind", "draft_model") == "draft_model" and draft_cfg.get("model"):

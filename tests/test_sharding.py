@@ -266,6 +266,18 @@ def _tiny_plan(mesh="2x4"):
               temperature=0.0)
 
 
+def test_dry_run_refuses_a_plan_that_does_not_fit_before_compiling(monkeypatch):
+  need = dryrun.memory_need(dryrun.build_module(_tiny_plan()["target"]), sharding.factored_mesh(
+      sharding.make_mesh("2x4")), 2, 8, 8 + 8 + GAMMA + 1, GAMMA + 1)
+  assert need["param_bytes"] == dryrun.dry_run(_tiny_plan())["per_device_target_param_bytes"]  # same accounting
+  plan = _tiny_plan(mesh="2x1")
+  plan["target"].update(d_model=8192, mlp_dim=28672, num_layers=80, head_dim=128, num_heads=64, num_kv_heads=8,
+                        vocab_size=32000)  # 70B-sized: 276 GB in float32 on each H100 (80 GB) of a 2x1 mesh
+  monkeypatch.setattr(dryrun, "compile_step", lambda *a, **k: pytest.fail("compiled a plan that cannot fit"))
+  with pytest.raises(ValueError, match=r"does not fit: per device target params 27\d\.\d+ GB.*> h100 memory 80"):
+    dryrun.dry_run(plan)
+
+
 def test_dry_run_tiny_plan():
   r = dryrun.dry_run(_tiny_plan())
   steps = r["steps"]
