@@ -142,3 +142,14 @@ def test_run_config_scan_layers():
   for value, scanned in (("on", True), ("off", False)):
     model, _ = experiment.load_model({"checkpoint": "demo/drafter", "scan_layers": value}, seed=0)
     assert model.config.scanned == scanned and (("layers" in model.params) == scanned)
+
+
+def test_scan_layers_none_follows_the_environment(monkeypatch):
+  monkeypatch.setenv("SPECJAX_SCAN_LAYERS", "on")
+  assert "layers" in testing.tiny_decoder().params
+  monkeypatch.setenv("SPECJAX_SCAN_LAYERS", "off")
+  assert "layer_0" in testing.tiny_decoder().params
+  assert testing.tiny_decoder(scan_layers=True).config.scanned  # an explicit value wins
+  monkeypatch.setenv("SPECJAX_SCAN_LAYERS", "sometimes")
+  with pytest.raises(ValueError, match="SPECJAX_SCAN_LAYERS='sometimes'"):
+    testing.tiny_decoder()

@@ -18,6 +18,7 @@ instead of writing them (``[T, T]`` masks only).
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import flax.linen as nn
 import jax
@@ -76,8 +77,14 @@ class DecoderConfig:
 
   @property
   def scanned(self) -> bool:
-    """Whether the layers run as one scan (``scan_layers``, or by platform when it is None)."""
-    return self.scan_layers if self.scan_layers is not None else jax.default_backend() != "cpu"
+    """Whether the layers run as one scan: ``scan_layers``; when it is None, ``$SPECJAX_SCAN_LAYERS``
+    (``on`` / ``off``), else by platform (scanned except on CPU)."""
+    if self.scan_layers is not None:
+      return self.scan_layers
+    env = os.environ.get("SPECJAX_SCAN_LAYERS", "auto")
+    if env not in ("auto", "on", "off"):
+      raise ValueError(f"SPECJAX_SCAN_LAYERS={env!r}; expected auto, on or off")
+    return env == "on" if env != "auto" else jax.default_backend() != "cpu"
 
   @property
   def min_window(self) -> int:
