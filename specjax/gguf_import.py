@@ -165,9 +165,10 @@ def _hf_shape(t) -> tuple:
   return tuple(int(n) for n in reversed(t.shape))  # GGUF lists dimensions innermost first
 
 
-def from_gguf(path, param_dtype: str | None = "float32", **config_overrides) -> Model:
+def from_gguf(path, param_dtype: str | None = "float32", mesh=None, **config_overrides) -> Model:
   """Loads a GGUF file as a specjax model, params dequantized and stored in ``param_dtype``
-  (:mod:`specjax.precision`; float32 by default: the conversion cache keeps the dequantized values)."""
+  (:mod:`specjax.precision`; float32 by default: the conversion cache keeps the dequantized values);
+  on ``mesh`` when given, each tensor placed as soon as it is dequantized (:mod:`specjax.placement`)."""
   from specjax import precision  # pylint: disable=import-outside-toplevel
   from specjax import hf_import  # pylint: disable=import-outside-toplevel
   path = pathlib.Path(path)
@@ -176,4 +177,4 @@ def from_gguf(path, param_dtype: str | None = "float32", **config_overrides) -> 
   cfg = hf_config(meta, {t.name: tuple(int(n) for n in t.shape) for t in reader.tensors}, path)
   weights = gguf_weights(reader, cfg, meta["general.architecture"], path)
   weights.dtype = precision.storage_dtype(param_dtype)
-  return hf_import.from_config(cfg, weights, path, str(path), **config_overrides)
+  return hf_import.from_config(cfg, weights, path, str(path), mesh=mesh, **config_overrides)

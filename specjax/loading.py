@@ -38,15 +38,17 @@ def cache_dir() -> pathlib.Path:
 
 
 def load_pretrained(source, *, param_dtype: str | None = "auto", cache: bool = True, verbose: bool = True,
-                    **config_overrides):
+                    mesh=None, **config_overrides):
   """``(model, tokenizer)`` for a registered name, a .gguf file, an HF folder or a specjax bundle.
 
   ``param_dtype``: the params' storage dtype (:mod:`specjax.precision`; ``"auto"``: float32 on CPU,
-  bfloat16 on accelerators); ``config_overrides`` replace model config fields (``dtype`` for
-  compute, ``cache_dtype`` for the KV cache).
+  bfloat16 on accelerators); ``mesh``: a ``jax.sharding.Mesh`` the params go to tensor by tensor as
+  they are read (:mod:`specjax.placement`; equal to ``specjax.shard(model, mesh)`` without a whole
+  host copy first); ``config_overrides`` replace model config fields (``dtype`` for compute,
+  ``cache_dtype`` for the KV cache).
   """
   from specjax import precision  # pylint: disable=import-outside-toplevel
-  config_overrides = dict(config_overrides, param_dtype=precision.resolve(param_dtype))
+  config_overrides = dict(config_overrides, param_dtype=precision.resolve(param_dtype), mesh=mesh)
   model, tokenizer = _load(str(source), cache, verbose, config_overrides)
   if tokenizer.vocab_size > model.vocab_size:  # ids past the embedding would index garbage
     raise CheckpointError(f"{source}: tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
@@ -75,19 +77,20 @@ def _load(source: str, cache: bool, verbose: bool, config_overrides):
   return hf_import.from_hf(path, **config_overrides), _folder_tokenizer(path, default=None)
 
 
-def load_gguf(path, *, cache: bool = True, verbose: bool = True, **config_overrides):
-  """A GGUF file -> ``(model, tokenizer)``; converted once and cached unless ``cache=False``."""
+def load_gguf(path, *, cache: bool = True, verbose: bool = True, mesh=None, **config_overrides):
+  """A GGUF file -> ``(model, tokenizer)``; converted once and cached unless ``cache=False``; on
+  ``mesh`` when given (each tensor placed as it is read, :mod:`specjax.placement`)."""
   from specjax import gguf_import  # pylint: disable=import-outside-toplevel
   from specjax.data.hf_tokenizer import HFTokenizer  # pylint: disable=import-outside-toplevel
   path = pathlib.Path(path)
   if not path.is_file():
     raise CheckpointError(f"GGUF file not found: {path}")
   if not cache:
-    return gguf_import.from_gguf(path, **config_overrides), HFTokenizer.from_gguf(path)
+    return gguf_import.from_gguf(path, mesh=mesh, **config_overrides), HFTokenizer.from_gguf(path)
   folder = _cache_folder(path)
   if (folder / "model.safetensors").is_file():
     try:
-      return checkpoint.load_model(folder, **config_overrides), HFTokenizer.from_folder(folder)
+      return checkpoint.load_model(folder, mesh=mesh, **config_overrides), HFTokenizer.from_folder(folder)
     except (CheckpointError, ValueError, OSError) as e:  # a broken cache is rebuilt, not fatal
       _say(verbose, f"cache {folder} unreadable ({e}); converting {path.name} again")
   start = time.time()
@@ -100,7 +103,7 @@ def load_gguf(path, *, cache: bool = True, verbose: bool = True, **config_overri
   shutil.rmtree(folder, ignore_errors=True)
   tmp.rename(folder)  # atomic: a half-written cache is never read
   _say(verbose, f"converted in {time.time() - start:.1f} s")
-  return checkpoint.load_model(folder, **config_overrides), HFTokenizer.from_folder(folder)
+  return checkpoint.load_model(folder, mesh=mesh, **config_overrides), HFTokenizer.from_folder(folder)
 
 
 def _cache_folder(path: pathlib.Path) -> pathlib.Path:

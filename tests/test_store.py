@@ -209,7 +209,7 @@ def test_models_import_nothing_above_the_models():
 
 
 def test_store_is_low_level():
-  allowed = {"__future__", "json", "pathlib", "numpy", "jax", "flax", "safetensors", "ml_dtypes", "specjax"}
+  allowed = {"__future__", "json", "mmap", "pathlib", "numpy", "jax", "flax", "safetensors", "ml_dtypes", "specjax"}
   mods = set(_imports(MODELS / "store.py"))
   assert {m.split(".")[0] for m in mods} <= allowed, mods
   assert {m for m in mods if m.startswith("specjax")} == {"specjax.precision"}

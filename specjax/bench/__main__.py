@@ -12,6 +12,7 @@ TASKS = {
     "families": "specjax.bench.families",
     "batch": "specjax.bench.batch",
     "large_vocab": "specjax.bench.large_vocab",
+    "load_memory": "specjax.bench.load_memory",
     "compile_depth": "specjax.bench.compile_depth",
     "profile": "specjax.bench.profile",
     "walltime": "specjax.bench.walltime",

@@ -214,6 +214,21 @@ def large_vocab_gemma(src: Sources) -> Table:
                rows)
 
 
+@table("load_memory", "peak host memory of loading an 853M-param bf16 Llama folder, one device and streamed onto "
+       "a mesh (python -m specjax.bench load_memory)")
+def load_memory_table(src: Sources) -> Table:
+  from specjax.bench import load_memory  # pylint: disable=import-outside-toplevel  (no jax at import)
+  d = src.json("benchmarks/load_memory/load_memory.json")
+  scanned = src.json("benchmarks/load_memory/load_memory_scanned.json")  # the default on accelerators
+  meta = d["meta"]
+  head, rows = load_memory.table_cells(d["rows"] + scanned["rows"], meta["target_ratio"])
+  return Table(head, rows, note=f"{n(meta['params'])} params, {f(meta['file_bytes'] / 1e9)} GB of bfloat16 in "
+               f"{meta['shards']} safetensors files; jax {meta['jax']} on CPU, fake CPU devices for the mesh, each "
+               "load in a fresh process. Baseline: the process after importing jax and specjax, starting its "
+               "devices and tracing a toy model once. Scanned layers (`scan_layers`, the default on "
+               "accelerators): each layer written into its `[L, ...]` stack on the devices as it is read.")
+
+
 @table("real_vs_hf", "SmolLM2 and Gemma 3 in specjax and in transformers, same GGUF "
        "(python -m specjax.bench hf --real)")
 def real_vs_hf(src: Sources) -> Table:

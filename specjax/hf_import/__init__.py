@@ -29,12 +29,15 @@ IMPORTERS = {"LlamaForCausalLM": decoders.llama, "MistralForCausalLM": decoders.
 __all__ = ["IMPORTERS", "array_weights", "from_config", "from_hf", "read_safetensors_header"]
 
 
-def from_hf(folder, param_dtype: str | None = "auto", **config_overrides) -> Model:
+def from_hf(folder, param_dtype: str | None = "auto", mesh=None, **config_overrides) -> Model:
   """Loads a ``transformers`` checkpoint folder as a specjax model, params stored in ``param_dtype``
   (:mod:`specjax.precision`: ``"auto"`` is float32 on CPU, bfloat16 on accelerators), each tensor
   read and cast alone.
 
-  ``config_overrides`` replace fields of the specjax config (e.g. ``dtype="bfloat16"`` for compute).
+  ``mesh``: a ``jax.sharding.Mesh``; each tensor goes to its final sharding as soon as it is read
+  (:mod:`specjax.placement`), equal to ``sharding.shard(from_hf(folder), mesh)`` without a whole
+  host copy. ``config_overrides`` replace fields of the specjax config (e.g. ``dtype="bfloat16"``
+  for compute).
   """
   from specjax import precision  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
@@ -44,11 +47,13 @@ def from_hf(folder, param_dtype: str | None = "auto", **config_overrides) -> Mod
   _importer(cfg, folder / "config.json")  # an unknown architecture fails before any tensor is read
   weights = safetensors_weights(folder)
   weights.dtype = precision.storage_dtype(param_dtype)
-  return from_config(cfg, weights, folder / "config.json", str(folder), **config_overrides)
+  return from_config(cfg, weights, folder / "config.json", str(folder), mesh=mesh, **config_overrides)
 
 
-def from_config(cfg: dict, weights: Weights, path, source: str, **config_overrides) -> Model:
-  """An HF-style config dict and its HF-named tensors -> a specjax model."""
+def from_config(cfg: dict, weights: Weights, path, source: str, mesh=None, **config_overrides) -> Model:
+  """An HF-style config dict and its HF-named tensors -> a specjax model (on ``mesh`` when given,
+  each param placed as it is taken)."""
+  weights.mesh = mesh
   return _importer(cfg, path)(pathlib.Path(path), source, cfg, weights, config_overrides)
 
 

@@ -1,6 +1,7 @@
 """Config helpers shared by the importers: required keys, rejections that name the key, building."""
 from __future__ import annotations
 
+from specjax import placement
 from specjax.checkpoint import CheckpointError, from_flat_params
 
 
@@ -16,12 +17,22 @@ def reject(path, what):
   raise CheckpointError(f"{path}: unsupported {what}")
 
 
-def build(path, module_cls, config_cls, fields, overrides, flat, source):
+def _config(path, config_cls, fields, overrides):
   try:
-    cfg = config_cls(**{**fields, **overrides})
+    return config_cls(**{**fields, **overrides})
   except (TypeError, ValueError) as e:
     raise CheckpointError(f"{path}: cannot build {config_cls.__name__} ({e})") from e
-  return from_flat_params(module_cls(cfg), flat, source=source)
+
+
+def placed_params(path, module_cls, config_cls, fields, overrides, mesh):
+  """An empty params dict for the importer to fill: each tensor goes to its final sharding on
+  ``mesh`` (or the default device) as it is set (:class:`specjax.placement.PlacedParams`). ``fields``
+  as far as they are known before reading: they decide names, shapes and shardings only."""
+  return placement.PlacedParams(module_cls(_config(path, config_cls, fields, overrides)), mesh)
+
+
+def build(path, module_cls, config_cls, fields, overrides, flat, source, mesh=None):
+  return from_flat_params(module_cls(_config(path, config_cls, fields, overrides)), flat, source=source, mesh=mesh)
 
 
 def first_id(value):

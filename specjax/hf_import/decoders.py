@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specjax.hf_import.common import build, get, reject
+from specjax import sharding
+from specjax.hf_import.common import build, get, placed_params, reject
 from specjax.hf_import.weights import Weights
 
 
@@ -77,7 +78,7 @@ def _head(w: Weights, flat, cfg, v, e, tied_default):
   if not tied or "lm_head.weight" in w:
     head = w.take("lm_head.weight", (v, e))
     # like transformers 5: a tied config whose file holds a different head keeps both
-    tied = tied and np.array_equal(head, flat["embed"])
+    tied = tied and np.array_equal(head, sharding.to_host(flat["embed"]))
     if not tied:
       flat["lm_head"] = head.T
   return tied
@@ -108,7 +109,13 @@ def llama(path, source, cfg, w: Weights, overrides):
     cfg = dict(cfg, layer_types=["sliding_attention" if i >= first else "full_attention"
                                  for i in range(shape["num_layers"])])
   windows = () if qwen_window_off else _windows(cfg, path, shape["num_layers"], global_default=False)
-  flat = {"embed": w.take("model.embed_tokens.weight", (v, e)), "final_norm/scale": w.take("model.norm.weight", (e,))}
+  fields = dict(shape, rope_theta=_rope_theta(cfg.get("rope_parameters"), cfg, path),
+                norm_eps=float(get(cfg, "rms_norm_eps", path, 1e-6)), qkv_bias=bias, qk_norm=qk_norm,
+                layer_windows=windows)
+  # untied until the file says otherwise: room for lm_head (its embedding's sharding does not change)
+  flat = placed_params(path, Decoder, DecoderConfig, dict(fields, tie_embeddings=False), overrides, w.mesh)
+  flat["embed"] = w.take("model.embed_tokens.weight", (v, e))
+  flat["final_norm/scale"] = w.take("model.norm.weight", (e,))
   for i in range(shape["num_layers"]):
     src, dst = f"model.layers.{i}", f"layer_{i}"
     _attn(w, flat, src, dst, e, h, k, d, bias, qk_norm)
@@ -117,10 +124,8 @@ def llama(path, source, cfg, w: Weights, overrides):
     flat[f"{dst}/mlp_norm/scale"] = w.take(f"{src}.post_attention_layernorm.weight", (e,))
   tied = _head(w, flat, cfg, v, e, tied_default=False)
   w.finish(source, ignored=lambda n: n.endswith("rotary_emb.inv_freq"))  # old buffers, recomputed
-  fields = dict(shape, tie_embeddings=tied, rope_theta=_rope_theta(cfg.get("rope_parameters"), cfg, path),
-                norm_eps=float(get(cfg, "rms_norm_eps", path, 1e-6)), qkv_bias=bias, qk_norm=qk_norm,
-                layer_windows=windows)
-  return build(path, Decoder, DecoderConfig, fields, overrides, flat, source=source)
+  return build(path, Decoder, DecoderConfig, dict(fields, tie_embeddings=tied), overrides, flat, source=source,
+               mesh=w.mesh)
 
 
 def gemma3(path, source, cfg, w: Weights, overrides):
@@ -144,7 +149,14 @@ def gemma3(path, source, cfg, w: Weights, overrides):
   else:  # v4: rope_theta + rope_local_base_freq
     theta = _rope_theta(rope, cfg, path)
     local_theta = float(cfg.get("rope_local_base_freq", 10000.0))
-  flat = {"embed": w.take("model.embed_tokens.weight", (v, e)), "final_norm/scale": w.take("model.norm.weight", (e,))}
+  fields = dict(shape, rope_theta=theta, local_rope_theta=local_theta,
+                norm_eps=float(get(cfg, "rms_norm_eps", path, 1e-6)), norm_offset=1.0, sandwich_norms=True,
+                qk_norm=True, scale_embeddings=True, mlp_activation="gelu_tanh",
+                query_pre_attn_scalar=float(get(cfg, "query_pre_attn_scalar", path, d)),
+                layer_windows=_windows(cfg, path, layers, global_default=False))
+  flat = placed_params(path, Decoder, DecoderConfig, dict(fields, tie_embeddings=False), overrides, w.mesh)
+  flat["embed"] = w.take("model.embed_tokens.weight", (v, e))
+  flat["final_norm/scale"] = w.take("model.norm.weight", (e,))
   for i in range(layers):
     src, dst = f"model.layers.{i}", f"layer_{i}"
     _attn(w, flat, src, dst, e, h, k, d, bias=False, qk_norm=True)
@@ -154,9 +166,5 @@ def gemma3(path, source, cfg, w: Weights, overrides):
       flat[f"{dst}/{ours}/scale"] = w.take(f"{src}.{theirs}.weight", (e,))
   tied = _head(w, flat, cfg, v, e, tied_default=True)
   w.finish(source)
-  fields = dict(shape, tie_embeddings=tied, rope_theta=theta, local_rope_theta=local_theta,
-                norm_eps=float(get(cfg, "rms_norm_eps", path, 1e-6)), norm_offset=1.0, sandwich_norms=True,
-                qk_norm=True, scale_embeddings=True, mlp_activation="gelu_tanh",
-                query_pre_attn_scalar=float(get(cfg, "query_pre_attn_scalar", path, d)),
-                layer_windows=_windows(cfg, path, layers, global_default=False))
-  return build(path, Decoder, DecoderConfig, fields, overrides, flat, source=source)
+  return build(path, Decoder, DecoderConfig, dict(fields, tie_embeddings=tied), overrides, flat, source=source,
+               mesh=w.mesh)

@@ -1,7 +1,7 @@
 """T5 v1.1 importer (gated-GELU, no biases) -> :class:`specjax.models.t5.T5`."""
 from __future__ import annotations
 
-from specjax.hf_import.common import build, first_id, get, reject
+from specjax.hf_import.common import build, first_id, get, placed_params, reject
 from specjax.hf_import.weights import Weights, read_json
 
 
@@ -55,15 +55,6 @@ def t5(path, source, cfg, w: Weights, overrides):
   buckets = get(cfg, "relative_attention_num_buckets", path, 32)
   shared = next((n for n in ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
                  if n in w), "shared.weight")
-  flat = {"embed": w.take(shared, (v, e))}
-  _t5_stack(w, flat, "encoder", enc_layers, e, h, d, f, buckets)
-  _t5_stack(w, flat, "decoder", dec_layers, e, h, d, f, buckets)
-  head_VxE = w.take("lm_head.weight", (v, e)) if "lm_head.weight" in w else flat["embed"]
-  # transformers 4: a tied head also rescales the decoder output by d_model**-0.5; 5 names that
-  # scale_decoder_outputs. specjax's T5 has no rescale, so it is folded into lm_head (exact).
-  scale = cfg.get("scale_decoder_outputs", cfg.get("tie_word_embeddings", True))
-  flat["lm_head"] = head_VxE.T * (e ** -0.5 if scale else 1.0)
-  w.finish(source, ignored=_t5_ignored)
   pad = first_id(get(cfg, "pad_token_id", path, 0))
   start = get(gen, "decoder_start_token_id", path, get(cfg, "decoder_start_token_id", path, pad))
   fields = dict(vocab_size=v, d_model=e, num_encoder_layers=enc_layers, num_decoder_layers=dec_layers,
@@ -71,4 +62,15 @@ def t5(path, source, cfg, w: Weights, overrides):
                 relative_attention_max_distance=get(cfg, "relative_attention_max_distance", path, 128),
                 norm_eps=float(get(cfg, "layer_norm_epsilon", path, 1e-6)), decoder_start_id=first_id(start),
                 pad_id=pad, eos_id=first_id(get(cfg, "eos_token_id", path, 1)))
-  return build(path, T5, T5Config, fields, overrides, flat, source=source)
+  flat = placed_params(path, T5, T5Config, fields, overrides, w.mesh)
+  flat["embed"] = w.take(shared, (v, e))
+  _t5_stack(w, flat, "encoder", enc_layers, e, h, d, f, buckets)
+  _t5_stack(w, flat, "decoder", dec_layers, e, h, d, f, buckets)
+  # a tied head is the shared embedding read once more (on the host, not back from the device)
+  head_VxE = w.take("lm_head.weight" if "lm_head.weight" in w else shared, (v, e))
+  # transformers 4: a tied head also rescales the decoder output by d_model**-0.5; 5 names that
+  # scale_decoder_outputs. specjax's T5 has no rescale, so it is folded into lm_head (exact).
+  scale = cfg.get("scale_decoder_outputs", cfg.get("tie_word_embeddings", True))
+  flat["lm_head"] = head_VxE.T * (e ** -0.5 if scale else 1.0)
+  w.finish(source, ignored=_t5_ignored)
+  return build(path, T5, T5Config, fields, overrides, flat, source=source, mesh=w.mesh)

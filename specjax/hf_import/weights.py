@@ -1,5 +1,6 @@
-"""Tensors by name for the importers: safetensors files read lazily (a small reader of our own), or
-arrays already in memory (GGUF). Every read is checked against the shape the config implies.
+"""Tensors by name for the importers: safetensors files read lazily (the small reader of
+:mod:`specjax.models.store`), or arrays already in memory (GGUF). Every read is checked against the
+shape the config implies.
 
 safetensors: an 8-byte header length, a JSON header and raw little-endian tensor bytes;
 safetensors' numpy backend cannot represent bfloat16 (most released checkpoints), so dtypes map
@@ -9,7 +10,6 @@ runs arbitrary code.
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 from typing import Callable
 
@@ -17,10 +17,9 @@ import ml_dtypes
 import numpy as np
 
 from specjax.checkpoint import CheckpointError
+from specjax.models.store import SAFETENSORS_DTYPES as _DTYPES
+from specjax.models.store import read_safetensors_header, read_tensor  # noqa: F401  (read_safetensors_header re-exported)
 
-_DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
-           "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype("<i8"), "I32": np.dtype("<i4"),
-           "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?")}
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
@@ -63,49 +62,6 @@ def _weight_index(folder: pathlib.Path) -> dict:
   return out
 
 
-def read_safetensors_header(path) -> dict:
-  """Validated header: ``{name: (entry, data_start)}``; a truncated or corrupt file raises."""
-  path = pathlib.Path(path)
-  size = path.stat().st_size
-  with open(path, "rb") as fh:
-    head = fh.read(8)
-    if len(head) < 8:
-      raise CheckpointError(f"{path}: truncated safetensors file ({size} bytes, no header)")
-    n = int.from_bytes(head, "little")
-    if n > size - 8:
-      raise CheckpointError(f"{path}: corrupt or truncated safetensors file (header of {n} bytes, "
-                            f"file has {size})")
-    try:
-      header = json.loads(fh.read(n))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-      raise CheckpointError(f"{path}: corrupt safetensors header ({e})") from e
-  if not isinstance(header, dict):
-    raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object)")
-  header.pop("__metadata__", None)
-  start = 8 + n
-  for name, entry in header.items():
-    _check_entry(path, name, entry, size - start)
-  return {name: (entry, start) for name, entry in header.items()}
-
-
-def _check_entry(path, name, entry, data_bytes):
-  if isinstance(entry, dict) and entry.get("dtype") not in _DTYPES:
-    raise CheckpointError(f"{path}: tensor {name!r} has dtype {entry.get('dtype')!r}, which specjax does not "
-                          f"read (known: {sorted(_DTYPES)})")
-  try:
-    dtype, shape, (a, b) = _DTYPES[entry["dtype"]], entry["shape"], entry["data_offsets"]
-    want = math.prod(shape) * dtype.itemsize
-  except (KeyError, TypeError, ValueError) as e:
-    raise CheckpointError(f"{path}: corrupt safetensors header entry for {name!r}: {entry!r}") from e
-  if b - a != want or a < 0:
-    raise CheckpointError(f"{path}: corrupt safetensors header: {name!r} {entry['dtype']}{shape} needs "
-                          f"{want} bytes, offsets {a}..{b} give {b - a}")
-  if b > data_bytes:
-    raise CheckpointError(f"{path}: truncated safetensors file: {name!r} ends at byte {b} of the data, "
-                          f"which has only {data_bytes}")
-
-
-
 def safetensors_weights(folder: pathlib.Path) -> "Weights":
   """The tensors of an HF folder's ``model.safetensors`` (or its shards), read lazily."""
   index = _weight_index(folder)
@@ -115,9 +71,7 @@ def safetensors_weights(folder: pathlib.Path) -> "Weights":
     dtype = _DTYPES[entry["dtype"]]
     if not (np.issubdtype(dtype, np.floating) or dtype == ml_dtypes.bfloat16):
       raise CheckpointError(f"{path}: tensor {name!r} has dtype {entry['dtype']}, expected a float")
-    a, _ = entry["data_offsets"]
-    arr = np.fromfile(path, dtype=dtype, count=math.prod(entry["shape"]), offset=start + a)
-    return arr.reshape(entry["shape"])
+    return read_tensor(path, entry, start)
 
   return Weights({n: tuple(e["shape"]) for n, (_, e, _) in index.items()}, read,
                  {n: str(p) for n, (p, _, _) in index.items()})
@@ -135,6 +89,7 @@ class Weights:
   def __init__(self, shapes: dict, read: Callable[[str], np.ndarray], where: dict, dtype=np.float32):
     self.shapes, self.read, self.where, self.used, self.missing = shapes, read, where, set(), []
     self.dtype = np.dtype(dtype)  # storage dtype of 2+-dim tensors; 1-D ones stay float32
+    self.mesh = None  # where the importer places each param as it is taken (specjax.placement); None: one device
 
   def __contains__(self, name):
     return name in self.shapes
@@ -142,7 +97,8 @@ class Weights:
   def take(self, name, shape_hf) -> np.ndarray:
     """Tensor ``name`` (``self.dtype``; float32 if 1-D), checked against the shape the config implies."""
     if name not in self.shapes:
-      self.missing.append(name)
+      if name not in self.missing:
+        self.missing.append(name)
       return np.zeros(shape_hf, np.float32)  # placeholder; finish() raises
     self.used.add(name)
     if tuple(self.shapes[name]) != tuple(shape_hf):

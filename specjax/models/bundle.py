@@ -52,9 +52,16 @@ def init_model(module: nn.Module, seed: int = 0) -> Model:
   return Model(module=module, params=nn.unbox(variables["params"]))
 
 
+def abstract_params(module: nn.Module) -> Any:
+  """``module``'s params as ``ShapeDtypeStruct`` leaves, from an abstract init (no memory, no compute)."""
+  args, kwargs = _dummy_inputs(module)
+  return nn.unbox(jax.eval_shape(lambda: module.init(jax.random.PRNGKey(0), *args, **kwargs))["params"])
+
+
 def from_flat(module: nn.Module, flat: dict, source: str = "<params>") -> Model:
   """A bundle from '/'-joined params, their names and shapes checked against ``module``'s abstract init
-  (:func:`specjax.models.store.check_params`); empties ``flat`` as it moves arrays to the device."""
+  (:func:`specjax.models.store.check_params`); empties ``flat`` as it moves arrays to the device.
+  Arrays a loader already placed (:class:`specjax.placement.PlacedParams`) stay where they are."""
   args, kwargs = _dummy_inputs(module)
   cfg = getattr(module, "cfg", None)
   if getattr(cfg, "scanned", False):
