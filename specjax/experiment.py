@@ -126,9 +126,10 @@ def gamma_of(config) -> int:
 SCAN_LAYERS = {"auto": None, "on": True, "off": False}  # target.scan_layers -> DecoderConfig.scan_layers
 
 
-def load_model(spec, seed: int):
+def load_model(spec, seed: int, mesh=None):
   """``(model, tokenizer or None)``: a checkpoint, or a random init from the family's config fields;
-  params stored in the spec's ``param_dtype`` (:mod:`specjax.precision`, default ``"auto"``)."""
+  params stored in the spec's ``param_dtype`` (:mod:`specjax.precision`, default ``"auto"``). With
+  ``mesh``, a checkpoint's tensors are placed on it as they are read (a random init is not)."""
   spec = dict(spec)
   param_dtype = spec.pop("param_dtype", "auto")
   if spec.get("checkpoint"):
@@ -136,7 +137,7 @@ def load_model(spec, seed: int):
     scan = SCAN_LAYERS[str(spec.get("scan_layers") or "auto")]
     if scan is not None:  # "auto": by platform (DecoderConfig.scanned)
       overrides["scan_layers"] = scan
-    return loading.load_pretrained(spec["checkpoint"], param_dtype=param_dtype, **overrides)
+    return loading.load_pretrained(spec["checkpoint"], param_dtype=param_dtype, mesh=mesh, **overrides)
   model = families.from_fields(spec, seed)
   return model.replace(params=precision.cast_params(model.params, param_dtype)), None
 
@@ -200,8 +201,9 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   gamma = gamma_of(config)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
   infos = _check_memory_before_loading(config, gamma)
+  mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   _say(verbose, f"loading the target ({_what(config.target)})")
-  target, tok = load_model(config.target, config.seed)
+  target, tok = load_model(config.target, config.seed, mesh)  # a checkpoint goes to the mesh as it is read
   _say(verbose, f"building the {config.drafter.kind} drafter")
   drafter = make_drafter(config, target)
   prompts, lengths, items = prompts_lib.load(config, tok, target.vocab_size)
@@ -223,9 +225,8 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
                        f"not run on a mesh yet; set --config.batch_size={len(prompts)} or drop --config.mesh")
     common["batch_size"] = rows
     _say(verbose, f"{len(prompts)} prompts, {rows} rows at a time (continuous refill)")
-  mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   if mesh is not None:
-    target, drafter = specjax.shard(target, mesh), specjax.shard(drafter, mesh)
+    target, drafter = specjax.sharding.ensure_sharded(target, mesh), specjax.shard(drafter, mesh)
     common["mesh"] = mesh
   _say(verbose, "measuring c and v (compiles one drafting round and the verify pass)")
   with specjax.sharding.decode_context(mesh):  # c, v: the drafter's round and the verify pass vs one step
