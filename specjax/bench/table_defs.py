@@ -453,3 +453,22 @@ def training_real(src: Sources) -> Table:
                  f"{d['steps']} x {d['batch']}", minutes(d["wall_s"]), result])
   return Table(["shipped as", "target", "stored params", "draft vocabulary K", "data", "steps x rows", "wall",
                 "held-out, teacher-forced"], rows)
+
+
+@table("compile_depth", "first call (trace + compile + run) against depth, layers unrolled or scanned "
+       "(python -m specjax.bench compile_depth)")
+def compile_depth(src: Sources) -> Table:
+  rows, notes = [], []
+  for rel in ("benchmarks/compile_depth/tiny_width.json", "benchmarks/compile_depth/smollm2_shape.json"):
+    d = src.json(rel)
+    m = d["meta"]
+    shape = f"d_model {m['d_model']}, vocab {n(m['vocab'])}"
+    for r in d["rows"]:
+      rows.append([shape, str(r["depth"]), r["layout"], f(r["generate_first_s"], 1), f(r["speculative_first_s"], 1),
+                   f(r["generate_ms_per_token"]), f(r["speculative_ms_per_token"])])
+    notes.append(f"[{rel.rsplit('/', 1)[-1]}](@/{rel}): batch {m['batch']}, {m['max_new_tokens']} new tokens")
+  return Table(["target", "layers", "layout", "generate first call (s)", "speculative first call (s)",
+                "generate ms/token", "speculative ms/token"], rows,
+               note="Random decoders drafted by a 1-layer draft model (γ 4), every compiled program dropped before "
+                    "each first call, no persistent cache; " + "; ".join(notes) + f". jax {m['jax']} on "
+                    f"{m['backend']}.", data_line=False)
