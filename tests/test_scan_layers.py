@@ -2,7 +2,8 @@
 
 The scanned decoder is the same model as the unrolled one (logits, caches, feature taps, Gemma's
 per-layer windows and RoPE thetas), its checkpoints keep per-layer names, greedy speculative output
-equals greedy autoregressive output for every drafter family on it, and its program does not grow
+equals greedy autoregressive output for every drafter family on it (in bfloat16 params, compute and
+cache: one compile per family covers both), and its program does not grow
 with depth (the HLO text of a 2- and an 8-layer ``generate`` has the same size; unrolled, it grows).
 """
 import dataclasses
@@ -14,7 +15,7 @@ import pytest
 import stats_util
 
 import specjax
-from specjax import checkpoint, sharding, testing
+from specjax import checkpoint, precision, sharding, testing
 from specjax.drafters.eagle import Eagle
 from specjax.models import api, bundle, heads, kv_cache, store
 
@@ -61,14 +62,26 @@ def test_checkpoints_keep_per_layer_names(tmp_path):
       np.testing.assert_array_equal(a, b)
 
 
+def _bf16(model):
+  """bfloat16 params, compute and KV cache."""
+  module = type(model.module)(dataclasses.replace(model.config, dtype="bfloat16", cache_dtype="bfloat16"))
+  return model.replace(module=module, params=precision.cast_params(model.params, "bfloat16"))
+
+
 @pytest.fixture(scope="module")
 def demo_scanned():
-  return bundle.with_scan_layers(stats_util.demo_target())
+  """The demo target, scanned and in bfloat16 throughout: one compile per family covers both."""
+  return _bf16(bundle.with_scan_layers(stats_util.demo_target()))
 
 
 def _drafter(kind, target):
   if kind == "draft_model":
-    return specjax.drafters.DraftModel(bundle.with_scan_layers(stats_util.demo_drafter_model()))
+    return specjax.drafters.DraftModel(_bf16(bundle.with_scan_layers(stats_util.demo_drafter_model())))
+  if kind == "specinfer":
+    small = _bf16(bundle.with_scan_layers(stats_util.demo_drafter_model()))
+    return specjax.drafters.SpecInfer(small, children=(1, 2, 1))
+  if kind == "table":
+    return specjax.drafters.build("table", {}, target)
   if kind == "ngram":
     return specjax.drafters.NGram(3)
   if kind == "mtp":
@@ -84,9 +97,10 @@ def _drafter(kind, target):
   return medusa.Medusa.create(target, medusa.load_heads(stats_util.DEMO / "medusa"))
 
 
-@pytest.mark.parametrize("kind", ["draft_model", "ngram", "mtp", "dflash", "eagle_tree", "medusa"])
-def test_speculative_equals_autoregressive_on_a_scanned_target(demo_scanned, kind):
+@pytest.mark.parametrize("kind", ["draft_model", "specinfer", "ngram", "table", "mtp", "dflash", "eagle_tree", "medusa"])
+def test_speculative_equals_autoregressive_on_a_scanned_bf16_target(demo_scanned, kind):
   target = demo_scanned
+  assert target.params["layers"]["attn"]["q"].dtype == jnp.bfloat16
   prompts, lengths = stats_util.demo_prompts(3)
   base = specjax.generate(target, prompts, lengths, max_new_tokens=24)
   drafter = _drafter(kind, target)
@@ -94,16 +108,6 @@ def test_speculative_equals_autoregressive_on_a_scanned_target(demo_scanned, kin
   out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, max_new_tokens=24)
   np.testing.assert_array_equal(out.tokens, base.tokens)
   assert out.stats["tokens_per_iteration"] > 1.3, out.stats  # drafts are accepted: equality means something
-
-
-def test_bfloat16_scanned_greedy_equality(demo_scanned):
-  target = demo_scanned.replace(module=type(demo_scanned.module)(
-      dataclasses.replace(demo_scanned.config, dtype="bfloat16")))
-  prompts, lengths = stats_util.demo_prompts(3)
-  drafter = specjax.drafters.DraftModel(bundle.with_scan_layers(stats_util.demo_drafter_model()))
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=24)
-  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=4, max_new_tokens=24)
-  np.testing.assert_array_equal(out.tokens, base.tokens)
 
 
 def _hlo_chars(num_layers, scan):
