@@ -260,3 +260,17 @@ def test_profile_pieces_of_one_step(tmp_path):
   assert row["pieces_ms"] == pytest.approx(row["draft_ms"] + row["verify_ms"] + row["accept_ms"] + row["commit_ms"])
   md = (tmp_path / "profile_smoke.md").read_text()
   assert "| B | AR ms/step |" in md and "- B=1:" in md
+
+
+def test_compile_depth_and_precision_commands(tmp_path):
+  assert bench("compile_depth", "--depths=2", "--d_model=32", "--mlp_dim=64", "--max_new_tokens=2", "--repeats=1",
+               f"--out_dir={tmp_path}", "--name=depth") == 0
+  rows = json.loads((tmp_path / "depth.json").read_text())["rows"]
+  assert [(r["depth"], r["layout"]) for r in rows] == [(2, "unrolled"), (2, "scanned")]
+  assert all(r["generate_first_s"] > 0 and r["speculative_ms_per_token"] > 0 for r in rows)
+  assert bench("precision", "--models=demo/drafter", "--max_new_tokens=4", "--repeats=1", f"--out_dir={tmp_path}",
+               "--name=prec") == 0
+  rows = json.loads((tmp_path / "prec.json").read_text())["rows"]
+  assert [r["setting"] for r in rows] == ["float32", "bf16 params, f32 compute", "bfloat16"]
+  assert rows[0]["vs_float32"] == 1.0 and rows[0]["same_tokens_as_float32"] and all(r["ms_per_token"] > 0 for r in rows)
+  assert "| demo/drafter | bfloat16 (bfloat16 / bfloat16 / bfloat16) |" in (tmp_path / "prec.md").read_text()

@@ -14,6 +14,7 @@ TASKS = {
     "large_vocab": "specjax.bench.large_vocab",
     "load_memory": "specjax.bench.load_memory",
     "compile_depth": "specjax.bench.compile_depth",
+    "precision": "specjax.bench.precision",
     "profile": "specjax.bench.profile",
     "walltime": "specjax.bench.walltime",
     "hf": "specjax.bench.hf",
