@@ -25,15 +25,15 @@ def summary(src: Sources) -> Table:
     rows.append(["demo pair (byte-level Python code)", label, "held-out stdlib code", str(b), t(temp),
                  x(r["speedup"]), f(r["tokens_per_iteration"]), same(r["identical_to_autoregressive"], temp),
                  "benchmarks/families/families.json"])
-  sb = src.json("benchmarks/specbench/smollm2_ngram_b1_t0.json")
-  cfg = sb["config"]
-  for name, r in sb["drafters"].items():
-    o = r["overall"]
-    rows.append(["SmolLM2-135M-Instruct", f"n-gram, {name.split()[-1]} draft length (γ {r['gamma']})",
-                 f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories",
-                 str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
-                 same(o["identical_to_autoregressive"], cfg["temperature"]),
-                 "benchmarks/specbench/smollm2_ngram_b1_t0.json"])
+  for rel in src.glob("benchmarks/specbench/smollm2_ngram_*.json"):  # B=1 and B=8, greedy and T=1
+    sb = src.json(rel)
+    cfg = sb["config"]
+    for name, r in sb["drafters"].items():
+      o = r["overall"]
+      rows.append(["SmolLM2-135M-Instruct", f"n-gram, {name.split()[-1]} draft length (γ {r['gamma']})",
+                   f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories",
+                   str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
+                   same(o["identical_to_autoregressive"], cfg["temperature"]), rel])
   real = src.json("benchmarks/real/real.json")["rows"]
   r = row_of(real, family="ngram", batch_size=1, temperature=0.0)
   rows.append(["SmolLM2-135M-Instruct", "n-gram prompt lookup", "held-out code, translation, English", "1", "0",
@@ -70,15 +70,18 @@ def summary(src: Sources) -> Table:
 
 @table("specbench", "Spec-Bench-format suite on SmolLM2-135M: speedup per category")
 def specbench(src: Sources) -> Table:
-  d = src.json("benchmarks/specbench/smollm2_ngram_b1_t0.json")
-  groups = d["categories"]
-  rows = []
-  for name, r in d["drafters"].items():
-    o = r["overall"]
-    rows.append([f"{name} (γ {r['gamma']})", *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
-                 f(o["tokens_per_iteration"]), f(o["alpha"], 3), f(o["tokens_per_s"], 1),
-                 f(o["baseline_tokens_per_s"], 1), same(o["identical_to_autoregressive"], d["config"]["temperature"])])
-  return Table(["drafter", *groups, "overall", "accepted / call", "α", "tok/s", "AR tok/s", "= AR"], rows)
+  rows, groups = [], None
+  for rel in src.glob("benchmarks/specbench/smollm2_ngram_*.json"):  # one file per batch size and temperature
+    d = src.json(rel)
+    groups = groups or d["categories"]
+    cfg = d["config"]
+    for name, r in d["drafters"].items():
+      o = r["overall"]
+      rows.append([str(cfg["batch_size"]), t(cfg["temperature"]), f"{name} (γ {r['gamma']})",
+                   *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
+                   f(o["tokens_per_iteration"]), f(o["alpha"], 3), f(o["tokens_per_s"], 1),
+                   f(o["baseline_tokens_per_s"], 1), same(o["identical_to_autoregressive"], cfg["temperature"])])
+  return Table(["B", "T", "drafter", *groups, "overall", "accepted / call", "α", "tok/s", "AR tok/s", "= AR"], rows)
 
 
 def _families(src: Sources, rel: str) -> Table:
@@ -472,3 +475,15 @@ def compile_depth(src: Sources) -> Table:
                note="Random decoders drafted by a 1-layer draft model (γ 4), every compiled program dropped before "
                     "each first call, no persistent cache; " + "; ".join(notes) + f". jax {m['jax']} on "
                     f"{m['backend']}.", data_line=False)
+
+
+@table("precision", "decode speed per storage / compute / KV cache dtype (python -m specjax.bench precision)")
+def precision(src: Sources) -> Table:
+  d = src.json("benchmarks/precision/precision.json")
+  m = d["meta"]
+  rows = [[r["model"], r["setting"], f"{r['param_dtype']} / {r['dtype']} / {r['cache_dtype']}", f(r["ms_per_token"]),
+           x(r["vs_float32"]), "yes" if r["same_tokens_as_float32"] else "no"] for r in d["rows"]]
+  return Table(["model", "setting", "params / compute / KV cache", "ms per token", "time vs float32",
+                "greedy tokens = float32's"], rows,
+               note=f"Greedy generate, batch {m['batch']}, {m['max_new_tokens']} new tokens, median of {m['repeats']} "
+                    f"calls alternating between the settings; jax {m['jax']} on {m['backend']}.")
