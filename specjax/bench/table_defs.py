@@ -9,6 +9,8 @@ from specjax.bench.table_kit import Sources, Table, f, minutes, n, row_of, same,
 
 # ---------------------------------------------------------------------------------------------- README
 
+TARGET_NAMES = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M (base)"}
+
 @table("summary", "README: where speculation pays and where it does not, one row per setting")
 def summary(src: Sources) -> Table:
   rows = []
@@ -25,12 +27,13 @@ def summary(src: Sources) -> Table:
     rows.append(["demo pair (byte-level Python code)", label, "held-out stdlib code", str(b), t(temp),
                  x(r["speedup"]), f(r["tokens_per_iteration"]), same(r["identical_to_autoregressive"], temp),
                  "benchmarks/families/families.json"])
-  for rel in src.glob("benchmarks/specbench/smollm2_ngram_*.json"):  # B=1 and B=8, greedy and T=1
+  for rel in src.glob("benchmarks/specbench/*_ngram_*.json"):  # per target: B=1 and B=8, greedy and T=1
     sb = src.json(rel)
     cfg = sb["config"]
     for name, r in sb["drafters"].items():
       o = r["overall"]
-      rows.append(["SmolLM2-135M-Instruct", f"n-gram, {name.split()[-1]} draft length (γ {r['gamma']})",
+      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]),
+                   f"n-gram, {name.split()[-1]} draft length (γ {r['gamma']})",
                    f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories",
                    str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
                    same(o["identical_to_autoregressive"], cfg["temperature"]), rel])
@@ -71,17 +74,19 @@ def summary(src: Sources) -> Table:
 @table("specbench", "Spec-Bench-format suite on SmolLM2-135M: speedup per category")
 def specbench(src: Sources) -> Table:
   rows, groups = [], None
-  for rel in src.glob("benchmarks/specbench/smollm2_ngram_*.json"):  # one file per batch size and temperature
+  for rel in src.glob("benchmarks/specbench/*_ngram_*.json"):  # one file per target, batch size and temperature
     d = src.json(rel)
     groups = groups or d["categories"]
     cfg = d["config"]
     for name, r in d["drafters"].items():
       o = r["overall"]
-      rows.append([str(cfg["batch_size"]), t(cfg["temperature"]), f"{name} (γ {r['gamma']})",
+      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), t(cfg["temperature"]),
+                   f"{name} (γ {r['gamma']})",
                    *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
                    f(o["tokens_per_iteration"]), f(o["alpha"], 3), f(o["tokens_per_s"], 1),
                    f(o["baseline_tokens_per_s"], 1), same(o["identical_to_autoregressive"], cfg["temperature"])])
-  return Table(["B", "T", "drafter", *groups, "overall", "accepted / call", "α", "tok/s", "AR tok/s", "= AR"], rows)
+  return Table(["target", "B", "T", "drafter", *groups, "overall", "accepted / call", "α", "tok/s", "AR tok/s", "= AR"],
+               rows)
 
 
 def _families(src: Sources, rel: str) -> Table:
