@@ -28,6 +28,14 @@ def write_json(path, data, indent: int = 2, **kw) -> None:
   pathlib.Path(path).write_text(json.dumps(data, indent=indent, **kw) + "\n")
 
 
+def write_report(out_path, name: str, header: str, table: str, meta: dict, rows: list) -> None:
+  """Prints ``header`` and the markdown ``table``, and writes ``<name>.md`` and ``<name>.json`` under ``out_path``."""
+  print("\n" + header + "\n\n" + table)
+  out = out_dir(out_path)
+  (out / f"{name}.md").write_text(header + "\n\n" + table + "\n")
+  (out / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+
+
 def out_dir(path) -> pathlib.Path:
   out = pathlib.Path(path)
   out.mkdir(parents=True, exist_ok=True)

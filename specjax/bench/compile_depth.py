@@ -16,7 +16,6 @@ not grow with depth. Writes ``<out_dir>/<name>.json`` and ``.md`` and prints the
 """
 from __future__ import annotations
 
-import json
 import platform
 import time
 
@@ -104,10 +103,7 @@ def _run(fv) -> int:
             f"a 1-layer draft model, gamma {fv.gamma}, batch {fv.batch}, {fv.max_new_tokens} new tokens; jax "
             f"{jax.__version__} on {jax.default_backend()}. First call: trace + compile + run, every cache dropped.")
   table = markdown(rows)
-  print("\n" + header + "\n\n" + table)
-  out = common.out_dir(fv.out_dir)
-  (out / f"{fv.name}.md").write_text(header + "\n\n" + table + "\n")
-  (out / f"{fv.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+  common.write_report(fv.out_dir, fv.name, header, table, meta, rows)
   return 0
 
 

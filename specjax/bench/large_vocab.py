@@ -24,7 +24,6 @@ prints the table.
 """
 from __future__ import annotations
 
-import json
 import platform
 
 from specjax.bench import common
@@ -159,10 +158,7 @@ def _run(fv) -> int:
             f"{fv.prompt_len}, chain gamma {fv.gamma}, tree children {info['children']} ({info['tree_nodes']} nodes, "
             f"depth {info['tree_depth']}); jax {jax.__version__} on {jax.default_backend()}. "
             "Floor: the round's drafter forwards + one target verify forward (logits only).")
-  print("\n" + header + "\n\n" + table)
-  out = common.out_dir(fv.out_dir)
-  (out / f"{fv.name}.md").write_text(header + "\n\n" + table + "\n")
-  (out / f"{fv.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+  common.write_report(fv.out_dir, fv.name, header, table, meta, rows)
   return 0
 
 

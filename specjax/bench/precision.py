@@ -14,7 +14,6 @@ plus whether each setting's greedy tokens equal float32's. ``param_dtype="auto"`
 """
 from __future__ import annotations
 
-import json
 import platform
 import time
 
@@ -96,10 +95,7 @@ def _run(fv) -> int:
   header = (f"Greedy generate, batch {fv.batch}, {fv.max_new_tokens} new tokens, median of {fv.repeats} alternating "
             f"calls; jax {jax.__version__} on {jax.default_backend()}.")
   table = markdown(rows)
-  print("\n" + header + "\n\n" + table)
-  out = common.out_dir(fv.out_dir)
-  (out / f"{fv.name}.md").write_text(header + "\n\n" + table + "\n")
-  (out / f"{fv.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+  common.write_report(fv.out_dir, fv.name, header, table, meta, rows)
   return 0
 
 
