@@ -122,3 +122,11 @@ def test_tables_errors_name_the_problem(tmp_path, capsys, page, message):
   root = _fake_root(tmp_path, page)
   assert tables.main(["tables", "--root", str(root), "--check"]) == 2
   assert message in capsys.readouterr().err
+
+
+def test_specbench_row_names_read_as_words():
+  from specjax.bench import table_defs  # pylint: disable=import-outside-toplevel
+  assert table_defs.drafter_label("ngram adaptive") == "n-gram, adaptive draft length"
+  assert table_defs.drafter_label("draft_model:qwen2.5-coder-0.5b-instruct fixed") == (
+      "draft model qwen2.5-coder-0.5b-instruct, fixed draft length")
+  assert table_defs.drafter_label("mtp:smollm2/mtp") == "mtp smollm2/mtp"

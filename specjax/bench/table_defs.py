@@ -9,7 +9,17 @@ from specjax.bench.table_kit import Sources, Table, f, minutes, n, row_of, same,
 
 # ---------------------------------------------------------------------------------------------- README
 
-TARGET_NAMES = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M (base)"}
+TARGET_NAMES = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M (base)",
+                "qwen2.5-coder-1.5b-instruct": "Qwen2.5-Coder-1.5B-Instruct"}
+DRAFTER_NAMES = {"ngram": "n-gram", "draft_model": "draft model"}
+
+
+def drafter_label(name: str) -> str:
+  """A specbench row name (``KIND[:CHECKPOINT] adaptive|fixed``) in words."""
+  spec, _, mode = name.rpartition(" ") if name.endswith((" adaptive", " fixed")) else (name, "", "")
+  kind, _, checkpoint = spec.partition(":")
+  words = DRAFTER_NAMES.get(kind, kind) + (f" {checkpoint}" if checkpoint else "")
+  return words + (f", {mode} draft length" if mode else "")
 
 @table("summary", "README: where speculation pays and where it does not, one row per setting")
 def summary(src: Sources) -> Table:
@@ -27,13 +37,13 @@ def summary(src: Sources) -> Table:
     rows.append(["demo pair (byte-level Python code)", label, "held-out stdlib code", str(b), t(temp),
                  x(r["speedup"]), f(r["tokens_per_iteration"]), same(r["identical_to_autoregressive"], temp),
                  "benchmarks/families/families.json"])
-  for rel in src.glob("benchmarks/specbench/*_ngram_*.json"):  # per target: B=1 and B=8, greedy and T=1
+  for rel in src.glob("benchmarks/specbench/*.json"):  # per target: B=1 and B=8, greedy and T=1
     sb = src.json(rel)
     cfg = sb["config"]
     for name, r in sb["drafters"].items():
       o = r["overall"]
       rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]),
-                   f"n-gram, {name.split()[-1]} draft length (γ {r['gamma']})",
+                   f"{drafter_label(name)} (γ {r['gamma']})",
                    f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories",
                    str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
                    same(o["identical_to_autoregressive"], cfg["temperature"]), rel])
@@ -71,22 +81,38 @@ def summary(src: Sources) -> Table:
 
 # ---------------------------------------------------------------------------------------------- docs/results.md
 
-@table("specbench", "Spec-Bench-format suite on SmolLM2-135M: speedup per category")
+@table("specbench", "Spec-Bench-format suite on the real targets: speedup per category")
 def specbench(src: Sources) -> Table:
   rows, groups = [], None
-  for rel in src.glob("benchmarks/specbench/*_ngram_*.json"):  # one file per target, batch size and temperature
+  for rel in src.glob("benchmarks/specbench/*.json"):  # one file per target, batch size and temperature
     d = src.json(rel)
     groups = groups or d["categories"]
     cfg = d["config"]
     for name, r in d["drafters"].items():
       o = r["overall"]
       rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), t(cfg["temperature"]),
-                   f"{name} (γ {r['gamma']})",
+                   f"{drafter_label(name)} (γ {r['gamma']})",
                    *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
                    f(o["tokens_per_iteration"]), f(o["alpha"], 3), f(o["tokens_per_s"], 1),
                    f(o["baseline_tokens_per_s"], 1), same(o["identical_to_autoregressive"], cfg["temperature"])])
   return Table(["target", "B", "T", "drafter", *groups, "overall", "accepted / call", "α", "tok/s", "AR tok/s", "= AR"],
                rows)
+
+
+@table("specbench_alpha", "Spec-Bench-format suite: α and tokens per target call per category")
+def specbench_alpha(src: Sources) -> Table:
+  rows, groups = [], None
+  for rel in src.glob("benchmarks/specbench/*.json"):
+    d = src.json(rel)
+    groups = groups or d["categories"]
+    cfg = d["config"]
+    for name, r in d["drafters"].items():
+      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), t(cfg["temperature"]),
+                   f"{drafter_label(name)} (γ {r['gamma']})",
+                   *(f"{f(r['categories'][g]['alpha'], 2)} / {f(r['categories'][g]['tokens_per_iteration'])}"
+                     for g in groups),
+                   f"{f(r['overall']['alpha'], 2)} / {f(r['overall']['tokens_per_iteration'])}"])
+  return Table(["target", "B", "T", "drafter", *(f"{g}: α / per call" for g in groups), "overall"], rows)
 
 
 def _families(src: Sources, rel: str) -> Table:
