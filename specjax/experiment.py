@@ -186,7 +186,7 @@ def eos_of(config, tok):
 def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   """Baseline and speculative decoding on the config's prompts; returns the summary.
 
-  ``outputs(prompts, lengths, spec_output, tokenizer, eos_id, builtin)`` is called as soon as the
+  ``outputs(prompts, lengths, spec_output, tokenizer, eos_id, builtin, items, chat)`` is called as soon as the
   first speculative run is done (the CLI prints the text then); ``report(summary, prompts,
   lengths, spec_output, tokenizer, sampling)`` once the timing is done.
   """
@@ -247,7 +247,7 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   _say(verbose, "compiling speculative decoding and running it once")
   spec = jax.block_until_ready(spec_fn())
   if outputs is not None:
-    outputs(prompts, lengths, spec, tok, eos_id, items is None)
+    outputs(prompts, lengths, spec, tok, eos_id, items is None, items, bool(config.get("chat")))
   if config.output:
     report_lib.write_jsonl(config.output, report_lib.records(prompts, lengths, spec, tok, eos_id, items))
     _say(verbose, f"wrote {len(prompts)} outputs to {config.output}")

@@ -48,8 +48,20 @@ def write_jsonl(path, rows: list[dict]) -> None:
   path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
-def print_outputs(prompts, lengths, out, tok, eos_id, builtin: bool = False) -> None:
-  """Every user prompt with its generated text (bold), in order; built-in prompts: the first few."""
+def _shown_prompt(item) -> str:
+  """A user prompt as its user wrote it: the text, or a chat's last user message."""
+  if isinstance(item, str):
+    return item
+  users = [m["content"] for m in item if m.get("role") == "user"]
+  return users[-1] if users else str(item[-1]["content"])
+
+
+def print_outputs(prompts, lengths, out, tok, eos_id, builtin: bool = False, items=None, chat: bool = False) -> None:
+  """Every user prompt with its generated text (bold), in order; built-in prompts: the first few.
+
+  With ``items`` (the user's prompts) a prompt is shown as its user wrote it, and the answer with
+  the tokenizer's special tokens (a chat template's markers, EOS) left out, on its own line after
+  a chat prompt and right after a completion prompt."""
   shown = min(SHOWN_BUILTIN_ROWS, len(prompts)) if builtin else len(prompts)
   for r in range(shown):
     n = int(out.lengths[r])
@@ -58,6 +70,11 @@ def print_outputs(prompts, lengths, out, tok, eos_id, builtin: bool = False) -> 
     if tok is None:
       print("prompt ids:", prompts[r, :lengths[r]].tolist())
       print("generated ids:", out.tokens[r, :n].tolist())
+    elif items is not None:
+      ids = out.tokens[r, :n - 1] if stop == "eos" else out.tokens[r, :n]
+      as_chat = chat or not isinstance(items[r], str)
+      print(_shown_prompt(items[r]), end="\n" if as_chat else "")
+      print("\033[1m" + _decode(tok, ids, skip_special=True) + "\033[0m")
     else:
       print(_decode(tok, prompts[r, :lengths[r]]), end="")
       print("\033[1m" + _decode(tok, out.tokens[r, :n]) + "\033[0m")

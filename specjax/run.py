@@ -27,7 +27,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-_DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "demo.py"
+_DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "smollm2_135m.py"
 
 
 def _one_line(e: BaseException) -> str:

@@ -136,6 +136,20 @@ def test_every_user_prompt_is_printed_in_order(capsys):
   assert "p1" in printed and "p2" not in printed and "3 more built-in prompt rows" in printed
 
 
+def test_user_prompts_print_as_written_and_answers_without_special_tokens(capsys):
+  """A chat row shows the user's message, then the answer on its own line with EOS left out; a
+  completion prompt is followed by its continuation; the chat template's ids are never printed."""
+  rows, lengths = prompts.pad_rows([[2, 2, 104, 105, 2], [111]])  # id 2: stands for a template marker
+  out = _Out([[120, 121, 1], [122, 1]])  # both rows stop at EOS (id 1)
+  chat = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello?"}]
+  report.print_outputs(rows, lengths, out, _DecodingTok(), eos_id=1, items=[chat, "o"])
+  printed = capsys.readouterr().out
+  assert "hello?\n\033[1mxy\033[0m" in printed and "be brief" not in printed
+  assert "o\033[1mz\033[0m" in printed and "<eos>" not in printed and chr(2) not in printed
+  report.print_outputs(rows, lengths, out, _DecodingTok(), eos_id=1, items=["hi", "o"], chat=True)
+  assert "hi\n\033[1mxy\033[0m" in capsys.readouterr().out
+
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # the demo pair (a byte tokenizer) with a config-file prompt that a prompts_file must replace
 _CONFIG = """
