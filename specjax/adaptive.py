@@ -20,7 +20,15 @@ SmolLM2-135M) and stays flat up to ``w = 4``; a line through v(gamma) makes widt
 Exactness: every decision reads only the drafter's own outputs (never the token drawn at a
 position, only its distribution) and the rows' past acceptance, never the target's distribution
 for the positions being verified; the accept rule on the shortened chain is then the plain rule
-on a shorter draft (the bonus token comes from p after the last submitted draft).
+on a shorter draft (the bonus token comes from p after the last submitted draft). When sampling,
+one more rule: whether draft ``i`` is verified may depend only on what was known before it was
+drawn. The confidence at position ``i + 1`` is read off a distribution conditioned on draft
+``i``, so the sampled loop chooses the width from what precedes every draw of the round (the
+drafter's ``num_B`` and its confidence at the first position, :func:`offered_before_drawing`);
+the per-position cut then only shortens a row's chain. (A width chosen from every position's
+confidence decides whether draft 1 is verified by looking at a function of draft 1, which
+biases the output at batch 1: tests/test_adaptive.py.) Greedy decoding may read everything: its
+output is the target's argmax whatever is submitted.
 
 ``alpha_r`` moves toward each round's accept rate (weight ``1 - (1 - memory)^trials``) and, in
 rounds where the row submits nothing, back toward ``prior`` by ``relax``: a row that stopped
@@ -75,6 +83,18 @@ def offered(draft, gamma: int, adaptive: Adaptive | None):
   if adaptive is not None and adaptive.confidence > 0 and draft.confidence_BxG is not None:
     sure_BxG = draft.confidence_BxG >= adaptive.confidence
     num_B = jnp.minimum(num_B, jnp.sum(jnp.cumprod(sure_BxG.astype(jnp.int32), axis=1), axis=1))
+  return num_B.astype(jnp.int32)
+
+
+def offered_before_drawing(draft, gamma: int, adaptive: Adaptive | None):
+  """int32 [B]: what the width choice may read when sampling: the drafter's ``num_B`` (fixed before
+  the round's draws, e.g. n-gram's match length) cut to 0 where the first position is unconfident
+  (its distribution depends on no token drawn this round); later positions' confidences are not
+  read, since each depends on the drafts before it."""
+  b = draft.tokens_BxG.shape[0]
+  num_B = jnp.full((b,), gamma, jnp.int32) if draft.num_B is None else jnp.minimum(draft.num_B, gamma)
+  if adaptive is not None and adaptive.confidence > 0 and draft.confidence_BxG is not None:
+    num_B = jnp.where(draft.confidence_BxG[:, 0] >= adaptive.confidence, num_B, 0)
   return num_B.astype(jnp.int32)
 
 

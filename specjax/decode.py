@@ -221,7 +221,9 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     last_B = _last_tokens(rows)[:, 0]
     if is_chain:
       offered_B = adaptive_lib.offered(draft, gamma, adaptive)
-      pick = (adaptive_lib.choose_width(adaptive, widths, alpha_B, offered_B, active, verify_costs_W)
+      # sampled: the width reads nothing that depends on this round's draws (adaptive.py, Exactness)
+      seen_B = offered_B if sampling.greedy else adaptive_lib.offered_before_drawing(draft, gamma, adaptive)
+      pick = (adaptive_lib.choose_width(adaptive, widths, alpha_B, seen_B, active, verify_costs_W)
               if len(widths) > 1 else jnp.zeros((), jnp.int32))
       num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
       # one target pass at the smallest compiled width that holds the submitted drafts

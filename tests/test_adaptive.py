@@ -159,3 +159,31 @@ def test_measured_costs_do_not_recompile_the_loop():
   never = run(((0, 1.0), (1, 9.0), (2, 9.0), (3, 9.0)))  # drafting never pays: width 0 every round
   assert specjax.decode._speculative._cache_size() == size  # pylint: disable=protected-access
   assert never.stats["width_histogram"][1:] == [0, 0, 0] and never.stats["width_histogram"][0] > 0
+
+
+def _width_choice_run(target, draft_model, prior):
+  """One prompt at a time (batch_size 1, refill): the width is then one row's own choice, so a width
+  read off confidences that depend on this round's draws decides whether draft 1 is verified by
+  looking at a function of draft 1. Measured costs flat from width 1 make width 0 or 2 the choice."""
+  adaptive = specjax.Adaptive(confidence=0.5, prior=prior, memory=0.0, relax=0.0,
+                              verify_costs=((0, 1.0), (1, 1.5), (2, 1.5)))
+  prompts = np.repeat(PROMPT, N, 0)
+  out = specjax.speculative_generate(target, specjax.drafters.DraftModel(draft_model), prompts,
+                                     np.full((N,), PROMPT.shape[1]), gamma=GAMMA, max_new_tokens=GAMMA + 1,
+                                     sampling=T1, rng=jax.random.PRNGKey(0), adaptive=adaptive, batch_size=1)
+  st = out.stats
+  assert st["width_histogram"][0] > 0 and st["width_histogram"][-1] > 0, st  # both choices were made
+  return chi2_pvalue(token_counts(out.tokens[:, :GAMMA + 1], V), exact_joint(target, T1, tokens=GAMMA + 1))
+
+
+def test_sampled_width_choice_reads_nothing_drawn_this_round(target, draft_model):
+  p = _width_choice_run(target, draft_model, prior=0.45)
+  assert p > 1e-4, p
+
+
+def test_width_choice_from_every_positions_confidence_fails(target, draft_model, monkeypatch):
+  """Power check: the same run choosing the width from every position's confidence (what greedy
+  may do) is biased. A different prior gives the loop a new trace that sees the patched rule."""
+  monkeypatch.setattr(adaptive_lib, "offered_before_drawing", adaptive_lib.offered)
+  p = _width_choice_run(target, draft_model, prior=0.4499)
+  assert p < 1e-6, p

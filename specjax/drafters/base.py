@@ -18,6 +18,9 @@ fields). Per generation the loop calls, inside one ``jax.jit``:
   never of the target's distribution for the positions being verified (that keeps the rule exact);
   a confidence must be read off the drafter's *distribution* at a position (e.g. its largest
   probability), never off the token it drew there (a selection by the drawn token's own q is biased).
+  ``num_B`` must be fixed before the round's first draw (n-gram: the match length): when sampling,
+  the loop chooses the verify width from ``num_B`` and the first position's confidence alone, since
+  every later confidence depends on the drafts before it (:mod:`specjax.adaptive`, Exactness).
 * ``commit(state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE) -> state``: after the
   accept rule; ``target_hidden`` holds the verify pass's hidden states (or ``feature_layers``'
   outputs, concatenated) along the accepted path.
