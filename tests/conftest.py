@@ -28,6 +28,32 @@ if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
 import pytest  # noqa: E402  (after XLA_FLAGS on purpose)
 
 
+def _optimize(node) -> bool:
+  return os.environ.get("SPECJAX_TEST_XLA", "") == "optimized" or node.get_closest_marker("xla_optimized") is not None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _xla_optimization_level(request):
+  """Most programs here are tiny decoders run for a few steps, and XLA:CPU spends longer optimising
+  them (LLVM at -O2+) than running them: the suite compiles with LLVM's expensive passes off
+  (``jax_disable_most_optimizations``; HLO fusion and buffer assignment still run and the dots call
+  the same library kernels, so results and in-place updates are unchanged). A test or module whose
+  programs run long (training, many sampled rows, real checkpoints) is marked ``xla_optimized``
+  and compiles fully (it runs up to 2x faster then). ``SPECJAX_TEST_XLA=optimized``: everything
+  fully optimised."""
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.config.update("jax_disable_most_optimizations", not _optimize(request.node))
+  yield
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimization_per_test(request):
+  """A test's own ``xla_optimized`` mark (module-scoped fixtures compile under the module's)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.config.update("jax_disable_most_optimizations", not _optimize(request.node))
+  yield
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _free_compiled_programs():
   """Each compiled XLA:CPU program holds ~1,000 memory maps (a Gemma 3 decode loop: ~1,100), and

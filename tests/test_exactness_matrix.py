@@ -11,7 +11,6 @@ The bench's float64 reference is checked against tests/stats_util.py's, written 
 """
 import dataclasses
 
-import jax
 import numpy as np
 import pytest
 import stats_util  # tests/ is on sys.path under pytest
@@ -26,14 +25,6 @@ POWER_ROWS = 20_000    # rows per wrong-rule cell
 CONFIGS = {c.name: c for c in cfgs.configs()}
 SAMPLED = ("t1", "t0.7_topk5", "t1_topp0.8")
 PAIRS = [(s, sh) for sh in exactness.SHAPES for s in SAMPLED]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def fast_compile():
-  """Most XLA optimizations off: the matrix's loops compile about twice as fast and run in seconds."""
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", False)
 
 
 def _exact_configs():

@@ -19,6 +19,7 @@ N_NEW = 32  # greedy parity over 32 new tokens (was 64): the torch reference gen
 PROMPTS = ["def fibonacci(n):\n", "The capital of France is", "Die Katze sitzt auf dem Dach und",
            "import numpy as np\n\nx = np.linspace(0, 1, 11)\n# the mean of x is"]
 MODELS = ("smollm2-135m-instruct", "gemma3-270m")
+pytestmark = pytest.mark.xla_optimized  # real-size programs: full optimisation pays for itself
 
 
 def _hf_model(torch, transformers, path):

@@ -231,6 +231,7 @@ def test_word_dropout_hides_decoder_inputs_only():
     seq2seq.Batches(data, 0, dec_input_dropout=1.0)
 
 
+@pytest.mark.xla_optimized  # hundreds of training steps: optimised compile halves the run
 def test_training_learns_to_read_the_encoder(tmp_path):
   """The seq2seq training path (specjax.train.seq2seq + loop) learns a task only the source can
   solve: reverse a random string. Rules out a broken cross-attention gradient as the reason the
