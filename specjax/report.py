@@ -3,6 +3,7 @@ a JSONL file of them (``--config.output=FILE``), and the statistics once the tim
 from __future__ import annotations
 
 import json
+import sys
 import pathlib
 
 SHOWN_BUILTIN_ROWS = 2  # built-in prompts (benchmarks: batch_size stdlib snippets) show only this many
@@ -56,6 +57,11 @@ def _shown_prompt(item) -> str:
   return users[-1] if users else str(item[-1]["content"])
 
 
+def _bold(text: str) -> str:
+  """Generated text in bold on a terminal; plain where the output goes to a file or a pipe."""
+  return f"\033[1m{text}\033[0m" if sys.stdout.isatty() else text
+
+
 def print_outputs(prompts, lengths, out, tok, eos_id, builtin: bool = False, items=None, chat: bool = False) -> None:
   """Every user prompt with its generated text (bold), in order; built-in prompts: the first few.
 
@@ -74,10 +80,10 @@ def print_outputs(prompts, lengths, out, tok, eos_id, builtin: bool = False, ite
       ids = out.tokens[r, :n - 1] if stop == "eos" else out.tokens[r, :n]
       as_chat = chat or not isinstance(items[r], str)
       print(_shown_prompt(items[r]), end="\n" if as_chat else "")
-      print("\033[1m" + _decode(tok, ids, skip_special=True) + "\033[0m")
+      print(_bold(_decode(tok, ids, skip_special=True)))
     else:
       print(_decode(tok, prompts[r, :lengths[r]]), end="")
-      print("\033[1m" + _decode(tok, out.tokens[r, :n]) + "\033[0m")
+      print(_bold(_decode(tok, out.tokens[r, :n])))
   if shown < len(prompts):
     print(f"({len(prompts) - shown} more built-in prompt rows not shown)")
   print("-" * 66, flush=True)

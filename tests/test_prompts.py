@@ -129,16 +129,18 @@ def test_every_user_prompt_is_printed_in_order(capsys):
   out = _Out([[ord("a") + i] for i in range(5)])
   report.print_outputs(rows, lengths, out, _DecodingTok(), eos_id=1)
   printed = capsys.readouterr().out
-  positions = [printed.index(f"p{i}\033[1m{chr(ord('a') + i)}") for i in range(5)]
-  assert positions == sorted(positions)
+  positions = [printed.index(f"p{i}{chr(ord('a') + i)}") for i in range(5)]
+  assert positions == sorted(positions) and "\033[" not in printed  # not a terminal: no escape codes
   report.print_outputs(rows, lengths, out, _DecodingTok(), eos_id=1, builtin=True)  # benchmarks' rows: a few
   printed = capsys.readouterr().out
   assert "p1" in printed and "p2" not in printed and "3 more built-in prompt rows" in printed
 
 
-def test_user_prompts_print_as_written_and_answers_without_special_tokens(capsys):
+def test_user_prompts_print_as_written_and_answers_without_special_tokens(capsys, monkeypatch):
   """A chat row shows the user's message, then the answer on its own line with EOS left out; a
-  completion prompt is followed by its continuation; the chat template's ids are never printed."""
+  completion prompt is followed by its continuation; the chat template's ids are never printed.
+  On a terminal the answer is bold."""
+  monkeypatch.setattr(report.sys.stdout, "isatty", lambda: True)
   rows, lengths = prompts.pad_rows([[2, 2, 104, 105, 2], [111]])  # id 2: stands for a template marker
   out = _Out([[120, 121, 1], [122, 1]])  # both rows stop at EOS (id 1)
   chat = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello?"}]
