@@ -115,15 +115,29 @@ def compile_key(adaptive: Adaptive) -> Adaptive:
   return dataclasses.replace(adaptive, verify_costs=(), verify_slope=Adaptive.verify_slope)
 
 
-def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs_W=None):
+def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs_W=None, remaining_B=None):
   """Index into ``widths`` of the verify width with the most expected tokens per cost
-  (``costs_W``: v at each width; default from ``adaptive``)."""
+  (``costs_W``: v at each width; default from ``adaptive``).
+
+  ``remaining_B`` (a fixed batch, no refill): tokens each row still has to generate. The batch then
+  runs until its slowest row is done, so the width that finishes soonest is chosen: the fewest
+  ``v(w) * max_b remaining_b / E_b(w)`` (the walltime formula for the row that finishes last),
+  rather than the most tokens summed over rows, which counts drafts of rows that would wait for the
+  others anyway; among widths that finish equally soon, the one with the most tokens per cost.
+  Without it (refill: a finished row takes the next prompt) every token counts."""
   costs_W = costs_for(adaptive, widths) if costs_W is None else costs_W
-  scores = []
+  per_cost, finish = [], []
   for i, w in enumerate(widths):
-    gain = jnp.sum(jnp.where(active_B, expected_tokens(alpha_B, jnp.minimum(offered_B, w)), 0.0))
-    scores.append(gain / costs_W[i])
-  return jnp.argmax(jnp.stack(scores)).astype(jnp.int32)
+    tokens_B = expected_tokens(alpha_B, jnp.minimum(offered_B, w))
+    per_cost.append(jnp.sum(jnp.where(active_B, tokens_B, 0.0)) / costs_W[i])
+    if remaining_B is not None:  # cost until the last row is done
+      finish.append(costs_W[i] * jnp.max(jnp.where(active_B, remaining_B.astype(jnp.float32) / tokens_B, 0.0)))
+  per_cost_W = jnp.stack(per_cost)
+  if remaining_B is None:
+    return jnp.argmax(per_cost_W).astype(jnp.int32)
+  finish_W = jnp.stack(finish)
+  soonest_W = finish_W <= jnp.min(finish_W) * (1.0 + 1e-6)
+  return jnp.argmax(jnp.where(soonest_W, per_cost_W, -jnp.inf)).astype(jnp.int32)
 
 
 def update(adaptive: Adaptive, alpha_B, submitted_B, accepted_B, active_B):

@@ -121,6 +121,24 @@ def test_width_choice_and_update_rules():
     specjax.Adaptive(confidence=1.5)
 
 
+def test_fixed_batch_width_follows_the_row_that_finishes_last():
+  """Row 0 drafts well but is nearly done; row 1, which decides when the batch ends, has no draft:
+  summed tokens pick the full chain, the finishing time picks width 0. When the slow row drafts
+  well too, both pick it; equal finishing times fall back to tokens per cost."""
+  ad = specjax.Adaptive(verify_costs=((0, 1.0), (1, 1.2), (2, 1.3), (4, 1.5)))
+  widths, active = ad.widths_for(4), jnp.array([True, True])
+  pick = lambda alpha, offered, remaining=None: widths[int(adaptive_lib.choose_width(
+      ad, widths, jnp.array(alpha), jnp.array(offered), active,
+      remaining_B=None if remaining is None else jnp.array(remaining)))]
+  assert pick([0.9, 0.9], [4, 0]) == 4
+  assert pick([0.9, 0.9], [4, 0], [10, 60]) == 0
+  assert pick([0.9, 0.9], [4, 4], [10, 60]) == 4
+  assert pick([0.9, 0.9], [4, 0], [10, 0]) == 4  # a row with nothing left holds nothing back
+  flat = specjax.Adaptive(verify_slope=0.0)  # every width costs one step: the finishing times tie
+  assert widths[int(adaptive_lib.choose_width(flat, widths, jnp.array([0.9, 0.9]), jnp.array([4, 0]), active,
+                                              remaining_B=jnp.array([10, 60])))] == 4
+
+
 def test_measured_costs_per_width_steer_the_choice():
   """A step from width 0 to 1 then flat (XLA:CPU: matrix-vector vs matrix product): at alpha 0.35 one
   draft does not pay (1.35 tokens for 1.5 steps) but four do (1.54 for 1.5); a line through the same
