@@ -9,8 +9,12 @@ the expected tokens per cost,
     sum over active rows of E[tokens | alpha_r, min(offered_r, w)]  /  v(w),
 
 with ``E[tokens | a, k] = 1 + a + ... + a^k`` (Leviathan et al.'s chain formula) and ``alpha_r`` a
-running estimate of the row's acceptance rate. Width 0 is an ordinary decode step, so a round in
-which drafting does not pay costs what the autoregressive loop does. Rows then submit
+running estimate of the row's acceptance rate. That is the rule with continuous refill, where
+every token counts. A fixed batch runs until its slowest row is done, so there the loop minimises
+``v(w) * max_r remaining_r / E[tokens | alpha_r, min(offered_r, w)]`` instead (drafts of a row
+that would wait for the others anyway do not pay for a wider pass). Width 0 is an ordinary decode
+step, run in a loop of its own outside the width switch, so a round in which drafting does not
+pay costs what the autoregressive loop does. Rows then submit
 ``min(offered_r, w)``. ``v(w)``, the verify pass over ``w + 1`` tokens in one-token target steps,
 comes from ``verify_costs`` (measured per width: :func:`specjax.measure.verify_costs`) or else the
 line ``1 + verify_slope * w``. The measured shape matters: on XLA:CPU a one-token step is a
