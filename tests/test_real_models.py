@@ -106,7 +106,7 @@ def test_ngram_speculative_equals_autoregressive(real):
 
 
 def test_cli_run_prints_text_speedup_and_identity(capsys):
-  """The issue's command, shortened: configs/smollm2_135m.py with a user prompt."""
+  """The README's SmolLM2 command, shortened: configs/smollm2_135m.py with a user prompt."""
   import pathlib  # pylint: disable=import-outside-toplevel
   from specjax import experiment  # pylint: disable=import-outside-toplevel
   from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
