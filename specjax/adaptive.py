@@ -80,12 +80,16 @@ class Adaptive:
     return tuple(sorted({0, int(gamma)} | {int(w) for w in base if w <= gamma}))
 
 
-def offered(draft, gamma: int, adaptive: Adaptive | None):
-  """int32 [B]: drafts each row offers: the drafter's ``num_B``, cut at its first unconfident one."""
+def offered(draft, gamma: int, adaptive: Adaptive | None, read: int | None = None):
+  """int32 [B]: drafts each row offers: the drafter's ``num_B``, cut at its first unconfident one.
+
+  ``read``: look only at the first ``read`` positions' confidences (the rest count as sure)."""
   b = draft.tokens_BxG.shape[0]
   num_B = jnp.full((b,), gamma, jnp.int32) if draft.num_B is None else jnp.minimum(draft.num_B, gamma)
   if adaptive is not None and adaptive.confidence > 0 and draft.confidence_BxG is not None:
     sure_BxG = draft.confidence_BxG >= adaptive.confidence
+    if read is not None:
+      sure_BxG = sure_BxG | (jnp.arange(sure_BxG.shape[1]) >= read)[None]
     num_B = jnp.minimum(num_B, jnp.sum(jnp.cumprod(sure_BxG.astype(jnp.int32), axis=1), axis=1))
   return num_B.astype(jnp.int32)
 
@@ -95,11 +99,7 @@ def offered_before_drawing(draft, gamma: int, adaptive: Adaptive | None):
   the round's draws, e.g. n-gram's match length) cut to 0 where the first position is unconfident
   (its distribution depends on no token drawn this round); later positions' confidences are not
   read, since each depends on the drafts before it."""
-  b = draft.tokens_BxG.shape[0]
-  num_B = jnp.full((b,), gamma, jnp.int32) if draft.num_B is None else jnp.minimum(draft.num_B, gamma)
-  if adaptive is not None and adaptive.confidence > 0 and draft.confidence_BxG is not None:
-    num_B = jnp.where(draft.confidence_BxG[:, 0] >= adaptive.confidence, num_B, 0)
-  return num_B.astype(jnp.int32)
+  return offered(draft, gamma, adaptive, read=1)
 
 
 def expected_tokens(alpha_B, k_B):

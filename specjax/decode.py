@@ -245,9 +245,8 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
   def verify_plain(cache, last_B, p):  # trees, one compiled width, or width 0: the cache written in place
     if not is_chain:
       return tree_lib.verify_and_accept(target, cache, last_B, p.draft, sampling, p.rng, lenience, feature_layers)
-    width = widths[0] if len(widths) == 1 else 0
-    return _verify_at_width(target, cache, last_B, p.draft, width, p.num_B, sampling, p.rng, lenience,
-                            feature_layers)
+    return _verify_at_width(target, cache, last_B, p.draft, widths[0], p.num_B, sampling, p.rng, lenience,
+                            feature_layers)  # widths[0]: 0 when adaptive, else gamma
 
   def verify_wide(cache, last_B, p):  # one target pass at the smallest compiled width that holds the drafts
     wide = widths[1:]

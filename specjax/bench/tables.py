@@ -21,7 +21,7 @@ import pathlib
 import re
 import sys
 
-from specjax.bench import table_defs  # noqa: F401  (registers every table)
+from specjax.bench import table_defs, table_defs_reproductions  # noqa: F401  (register every table)
 from specjax.bench.table_kit import TABLES, Sources, TableError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
