@@ -14,11 +14,13 @@ default device, as loading always did. A scanned decoder's ``[L, ...]`` params a
 their sharding and each layer written into place as it arrives. ``python -m specjax.bench
 load_memory`` measures the peaks.
 
-A mesh that spans processes (``jax.distributed``) works too: :func:`specjax.sharding.put` builds
-each array with ``jax.make_array_from_callback``, so a process keeps only the slices its own
-devices hold. Each process still reads every whole tensor once (one at a time): the HF importers
-transpose and reshape a tensor before it has its final layout, so reading only a process's slices
-would need those transforms applied per slice.
+Tensors from safetensors files (specjax checkpoints, GGUF conversion caches, HF folders) arrive
+unread, as :class:`specjax.models.lazy.Lazy` views: the HF importers' transposes and reshapes map a
+slice of the result back to a slice of the file. On a mesh each one is built with
+``jax.make_array_from_callback``, which asks for the slice of each device this process addresses,
+and only those bytes are read (a slice shared by replicated devices once). On a mesh that spans
+processes (``jax.distributed``) a process so reads only its own part of the checkpoint
+(``tests/test_multihost.py`` counts the bytes). A GGUF file is dequantized a whole tensor at a time.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import numpy as np
 from flax import traverse_util
 
 from specjax import sharding
-from specjax.models import bundle
+from specjax.models import bundle, lazy
 
 # a scanned decoder's "layers/<name>" [L, ...] is stacked from the per-layer "layer_{i}/<name>" that
 # checkpoints hold (store.stack_layers)
@@ -56,11 +58,27 @@ def put(x, target: jax.sharding.NamedSharding | None):
 
   ``device_put`` copies a numpy array (a transposed view too) once; ``jnp.asarray`` held two copies.
   """
+  if isinstance(x, lazy.Lazy):
+    return jax.device_put(x.read()) if target is None else _put_slices(x, target)
   if target is None:
     return x if isinstance(x, jax.Array) else jax.device_put(x)
   if isinstance(x, jax.Array) and x.sharding == target:
     return x
   return sharding.put(x, target)
+
+
+def _put_slices(x: lazy.Lazy, target: jax.sharding.NamedSharding):
+  """``x`` on ``target``, reading only the slices this process's devices hold (each distinct slice
+  once: replicated devices share the read)."""
+  read: dict = {}
+
+  def slice_for(idx):
+    key = lazy.normalize(idx, x.shape)
+    if key not in read:
+      read[key] = x.read(key)
+    return read[key]
+
+  return jax.make_array_from_callback(x.shape, target, slice_for)
 
 
 @functools.lru_cache(maxsize=64)
@@ -101,7 +119,7 @@ class PlacedParams(dict):
     target = self._targets.get(name)
     if target is None and self._stack_layer(name, value):
       return
-    if target is not None and tuple(np.shape(value)) == target[0]:
+    if target is not None and tuple(_shape(value)) == target[0]:
       # wait for the copy: a queued device_put keeps its host buffer, and a queue of them is a host copy
       value = jax.block_until_ready(put(value, target[1]))
     super().__setitem__(name, value)
@@ -113,7 +131,7 @@ class PlacedParams(dict):
       return False
     layer, rest = int(match.group(1)), match.group(2)
     (num_layers, *shape), target = self._targets[_SCANNED + rest]
-    if tuple(np.shape(value)) != tuple(shape) or layer >= num_layers:
+    if tuple(_shape(value)) != tuple(shape) or layer >= num_layers:
       return False
     big, written = self._stacking.get(rest) or (_zeros_on((num_layers, *shape), np.dtype(value.dtype), target)(), set())
     big = jax.block_until_ready(_write_layer(big, put(value[None], target), layer, target))
@@ -132,6 +150,10 @@ class PlacedParams(dict):
       for i in sorted(written):
         super().__setitem__(f"layer_{i}/{rest}", big[i])
     self._stacking.clear()
+
+
+def _shape(value):
+  return value.shape if isinstance(value, lazy.Lazy) else np.shape(value)
 
 
 def place_flat(module, flat: dict, mesh=None, rules=None) -> PlacedParams:

@@ -209,10 +209,13 @@ def test_models_import_nothing_above_the_models():
 
 
 def test_store_is_low_level():
-  allowed = {"__future__", "json", "mmap", "pathlib", "numpy", "jax", "flax", "safetensors", "ml_dtypes", "specjax"}
+  allowed = {"__future__", "itertools", "json", "mmap", "pathlib", "numpy", "jax", "flax", "safetensors", "ml_dtypes",
+             "specjax", "math", "typing"}
   mods = set(_imports(MODELS / "store.py"))
   assert {m.split(".")[0] for m in mods} <= allowed, mods
-  assert {m for m in mods if m.startswith("specjax")} == {"specjax.precision"}
+  assert {m for m in mods if m.startswith("specjax")} == {"specjax.precision", "specjax.models.lazy"}
+  lazy_mods = set(_imports(MODELS / "lazy.py"))  # below store: numpy and the standard library only
+  assert {m.split(".")[0] for m in lazy_mods} <= allowed - {"jax", "flax", "safetensors", "specjax"}, lazy_mods
   for leaf in LEAVES:  # the leaves import nothing of specjax
     src = pathlib.Path(specjax.__file__).parent / (leaf.split(".")[1] + ".py")
     assert not [m for m in _imports(src) if m.startswith("specjax")], leaf

@@ -18,7 +18,7 @@ import numpy as np
 
 from specjax.checkpoint import CheckpointError
 from specjax.models.store import SAFETENSORS_DTYPES as _DTYPES
-from specjax.models.store import read_safetensors_header, read_tensor  # noqa: F401  (read_safetensors_header re-exported)
+from specjax.models.store import lazy_tensor, read_safetensors_header  # noqa: F401  (read_safetensors_header re-exported)
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -71,7 +71,7 @@ def safetensors_weights(folder: pathlib.Path) -> "Weights":
     dtype = _DTYPES[entry["dtype"]]
     if not (np.issubdtype(dtype, np.floating) or dtype == ml_dtypes.bfloat16):
       raise CheckpointError(f"{path}: tensor {name!r} has dtype {entry['dtype']}, expected a float")
-    return read_tensor(path, entry, start)
+    return lazy_tensor(path, entry, start)  # read when placed: whole, or only this process's slices
 
   return Weights({n: tuple(e["shape"]) for n, (_, e, _) in index.items()}, read,
                  {n: str(p) for n, (p, _, _) in index.items()})
@@ -94,7 +94,7 @@ class Weights:
   def __contains__(self, name):
     return name in self.shapes
 
-  def take(self, name, shape_hf) -> np.ndarray:
+  def take(self, name, shape_hf):
     """Tensor ``name`` (``self.dtype``; float32 if 1-D), checked against the shape the config implies."""
     if name not in self.shapes:
       if name not in self.missing:
@@ -104,7 +104,7 @@ class Weights:
     if tuple(self.shapes[name]) != tuple(shape_hf):
       raise CheckpointError(f"{self.where[name]}: tensor {name!r} has shape {tuple(self.shapes[name])}, but the "
                             f"config implies {tuple(shape_hf)}")
-    x = np.asarray(self.read(name))
+    x = self.read(name)  # numpy, or a specjax.models.lazy.Lazy that the placement reads
     want = self.dtype if x.ndim >= 2 else np.dtype(np.float32)
     return x if x.dtype == want else x.astype(np.float32).astype(want)  # no float32 detour for bf16 -> bf16
 

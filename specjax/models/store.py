@@ -15,11 +15,12 @@ tensor's bytes alone into memory of its own, where safetensors' ``safe_open`` ma
 (every page read stays in the resident set until it is closed) and cannot give numpy bfloat16.
 Every failure is a :class:`CheckpointError` that names the file: missing, corrupt, wrong family,
 names or shapes that do not match the config. This module sits below the model families on
-purpose: it imports numpy, ml_dtypes, jax, flax, safetensors, json, mmap and
-:mod:`specjax.precision` only.
+purpose: it imports numpy, ml_dtypes, jax, flax, safetensors, json, mmap,
+:mod:`specjax.precision` and :mod:`specjax.models.lazy` only.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import pathlib
@@ -32,6 +33,7 @@ import numpy as np
 from flax import traverse_util
 
 from specjax import precision
+from specjax.models import lazy
 
 ASSETS = pathlib.Path(__file__).resolve().parent.parent / "assets"  # the checkpoints shipped with specjax
 CONFIG_FILE = "config.json"
@@ -188,13 +190,45 @@ def read_tensor(path, entry: dict, start: int) -> np.ndarray:
   return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
+def read_slice(path, entry: dict, start: int, index) -> np.ndarray:
+  """The slice ``index`` (one ``(start, stop)`` per dim) of a checked header entry, reading only its
+  bytes: one read per contiguous run (the dims after the last partial one are whole)."""
+  dtype, shape = SAFETENSORS_DTYPES[entry["dtype"]], tuple(entry["shape"])
+  if all(a == 0 and b == n for (a, b), n in zip(index, shape)):
+    return read_tensor(path, entry, start)
+  out_shape = tuple(b - a for a, b in index)
+  last = max(i for i, ((a, b), n) in enumerate(zip(index, shape)) if (a, b) != (0, n))
+  strides = [_numel(shape[i + 1:]) for i in range(len(shape))]
+  run = (index[last][1] - index[last][0]) * strides[last] * dtype.itemsize  # bytes
+  out = np.empty(out_shape, dtype)
+  if out.size == 0:
+    return out
+  view = memoryview(out.reshape(-1).view(np.uint8))
+  base = start + entry["data_offsets"][0] + index[last][0] * strides[last] * dtype.itemsize
+  with open(path, "rb") as fh:
+    for j, lead in enumerate(itertools.product(*(range(a, b) for a, b in index[:last]))):
+      fh.seek(base + sum(i * s for i, s in zip(lead, strides)) * dtype.itemsize)
+      if fh.readinto(view[j * run:(j + 1) * run]) != run:
+        raise CheckpointError(f"{path}: corrupt or truncated safetensors file: short read in {entry!r}")
+  return out
+
+
+def lazy_tensor(path, entry: dict, start: int) -> lazy.Lazy:
+  """A checked header entry as a :class:`specjax.models.lazy.Lazy`: read whole or by slices."""
+  return lazy.Lazy(entry["shape"], SAFETENSORS_DTYPES[entry["dtype"]],
+                   lambda index: read_slice(path, entry, start, index))
+
+
 def read_safetensors(path, dtype, out: dict | None = None) -> dict:
-  """``{name: array}`` of a safetensors file, each tensor read alone and cast (``precision.cast_leaf``);
-  stored into ``out`` when given (a :class:`specjax.placement.PlacedParams` places each as it lands)."""
+  """``{name: array}`` of a safetensors file, each tensor read alone and cast (``precision.cast_leaf``).
+  Given ``out`` (a :class:`specjax.placement.PlacedParams`), each tensor goes there unread, as a
+  :class:`~specjax.models.lazy.Lazy` cast to its storage dtype: the placement reads it whole, or on a
+  mesh only the slices this process's devices hold."""
   dtype = jnp.dtype(dtype)
   flat = {} if out is None else out
   for name, (entry, start) in read_safetensors_header(path).items():
-    flat[name] = precision.cast_leaf(read_tensor(path, entry, start), dtype)
+    x = lazy_tensor(path, entry, start)
+    flat[name] = precision.cast_leaf(x, dtype) if out is not None else precision.cast_leaf(x.read(), dtype)
   return flat
 
 
