@@ -14,6 +14,7 @@ from specjax import decode, profiling, testing
 from specjax.models import kv_cache
 
 B, P, N, GAMMA = 4, 6, 8, 3
+pytestmark = pytest.mark.xla_optimized  # the HLO of the programs as they ship, fully optimised
 
 
 @pytest.fixture(scope="module")
