@@ -17,6 +17,12 @@ import tempfile
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
+# One OpenMP thread for torch and numpy's BLAS: the suite runs two workers on two cores, and OpenMP
+# threads spin while they wait; with one core busy, transformers' greedy generate (SmolLM2, 4 x 32
+# tokens) took 100 s on 2 threads and 8 s on 1. Subprocesses inherit it.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+  os.environ.setdefault(_var, "1")
+
 if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
   _CACHE_DIR = tempfile.mkdtemp(prefix="specjax_test_jax_cache_")
   atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
