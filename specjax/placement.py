@@ -119,7 +119,7 @@ class PlacedParams(dict):
     target = self._targets.get(name)
     if target is None and self._stack_layer(name, value):
       return
-    if target is not None and tuple(_shape(value)) == target[0]:
+    if target is not None and tuple(np.shape(value)) == target[0]:
       # wait for the copy: a queued device_put keeps its host buffer, and a queue of them is a host copy
       value = jax.block_until_ready(put(value, target[1]))
     super().__setitem__(name, value)
@@ -131,7 +131,7 @@ class PlacedParams(dict):
       return False
     layer, rest = int(match.group(1)), match.group(2)
     (num_layers, *shape), target = self._targets[_SCANNED + rest]
-    if tuple(_shape(value)) != tuple(shape) or layer >= num_layers:
+    if tuple(np.shape(value)) != tuple(shape) or layer >= num_layers:
       return False
     big, written = self._stacking.get(rest) or (_zeros_on((num_layers, *shape), np.dtype(value.dtype), target)(), set())
     big = jax.block_until_ready(_write_layer(big, put(value[None], target), layer, target))
@@ -150,10 +150,6 @@ class PlacedParams(dict):
       for i in sorted(written):
         super().__setitem__(f"layer_{i}/{rest}", big[i])
     self._stacking.clear()
-
-
-def _shape(value):
-  return value.shape if isinstance(value, lazy.Lazy) else np.shape(value)
 
 
 def place_flat(module, flat: dict, mesh=None, rules=None) -> PlacedParams:

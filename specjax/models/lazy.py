@@ -96,11 +96,11 @@ class Lazy:
 
     def read(index):
       base, inner = [], []
-      for dim, group in zip(self.shape, groups):
+      for group in groups:
         if not group:  # a size-1 base dim with no view dim of its own
           base.append((0, 1))
           continue
-        (a, b), rest = index[group[0]], [index[g] for g in group[1:]]
+        a, b = index[group[0]]
         below = math.prod(shape[g] for g in group[1:])
         base.append((a * below, b * below))
         inner.append(((b - a),) + tuple(shape[g] for g in group[1:]))

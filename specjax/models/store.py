@@ -178,21 +178,29 @@ def read_tensor(path, entry: dict, start: int) -> np.ndarray:
   placed, ~6% of a 1.7 GB load (``python -m specjax.bench load_memory``).
   """
   a, b = entry["data_offsets"]
-  dtype, shape = SAFETENSORS_DTYPES[entry["dtype"]], entry["shape"]
-  if b - a < _OWN_MAPPING_BYTES or not hasattr(mmap, "MAP_ANONYMOUS"):
-    return np.fromfile(path, dtype=dtype, count=_numel(shape), offset=start + a).reshape(shape)
-  buf = mmap.mmap(-1, b - a, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+  out = _empty(entry["shape"], SAFETENSORS_DTYPES[entry["dtype"]])
   with open(path, "rb") as fh:
     fh.seek(start + a)
-    got = fh.readinto(buf)
+    got = fh.readinto(memoryview(out.reshape(-1).view(np.uint8)))
   if got != b - a:  # the header was checked against the file's size: only a file cut meanwhile
     raise CheckpointError(f"{path}: corrupt or truncated safetensors file: read {got} of {b - a} bytes")
+  return out
+
+
+def _empty(shape, dtype) -> np.ndarray:
+  """An uninitialised array; from 1 MiB up in an anonymous memory mapping of its own (see
+  :func:`read_tensor`)."""
+  nbytes = _numel(shape) * np.dtype(dtype).itemsize
+  if nbytes < _OWN_MAPPING_BYTES or not hasattr(mmap, "MAP_ANONYMOUS"):
+    return np.empty(shape, dtype)
+  buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
   return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 
 def read_slice(path, entry: dict, start: int, index) -> np.ndarray:
   """The slice ``index`` (one ``(start, stop)`` per dim) of a checked header entry, reading only its
-  bytes: one read per contiguous run (the dims after the last partial one are whole)."""
+  bytes: one read per contiguous run (the dims after the last partial one are whole), into memory
+  of its own like :func:`read_tensor`."""
   dtype, shape = SAFETENSORS_DTYPES[entry["dtype"]], tuple(entry["shape"])
   if all(a == 0 and b == n for (a, b), n in zip(index, shape)):
     return read_tensor(path, entry, start)
@@ -200,7 +208,7 @@ def read_slice(path, entry: dict, start: int, index) -> np.ndarray:
   last = max(i for i, ((a, b), n) in enumerate(zip(index, shape)) if (a, b) != (0, n))
   strides = [_numel(shape[i + 1:]) for i in range(len(shape))]
   run = (index[last][1] - index[last][0]) * strides[last] * dtype.itemsize  # bytes
-  out = np.empty(out_shape, dtype)
+  out = _empty(out_shape, dtype)
   if out.size == 0:
     return out
   view = memoryview(out.reshape(-1).view(np.uint8))
@@ -228,7 +236,7 @@ def read_safetensors(path, dtype, out: dict | None = None) -> dict:
   flat = {} if out is None else out
   for name, (entry, start) in read_safetensors_header(path).items():
     x = lazy_tensor(path, entry, start)
-    flat[name] = precision.cast_leaf(x, dtype) if out is not None else precision.cast_leaf(x.read(), dtype)
+    flat[name] = precision.cast_leaf(x if out is not None else x.read(), dtype)
   return flat
 
 
