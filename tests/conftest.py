@@ -40,7 +40,7 @@ def _optimize(node) -> bool:
 
 def _legacy_emitters_when_unoptimized():
   """With most optimisations off, XLA:CPU's legacy elemental emitters compile these small programs
-  ~30% faster than its fusion emitters (a speculative loop: 2.6 vs 3.7 s); at full optimisation they
+  ~30% faster than its fusion emitters (three speculative loops: 2.6 vs 3.7 s); at full optimisation they
   are 2.4x slower (SmolLM2's loop: 15 vs 6 s). XLA_FLAGS apply to the whole process, so the choice
   goes into each compilation's options instead, following ``jax_disable_most_optimizations``. Only
   the test suite does this; a jax without these internals just compiles as before."""

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.xla_optimized  # real-size programs: full optimisation 
 
 def _hf_model(torch, transformers, path):
   """transformers' model from the GGUF file. transformers parses the file twice (config, then
-  weights), ~15 s each for Gemma 3's 262k-token vocabulary in gguf's reader; the second parse
+  weights), ~11 s each for Gemma 3's 262k-token vocabulary in gguf's reader; the second parse
   reuses the first here (the reader only maps the file and reads it)."""
   import gguf  # pylint: disable=import-outside-toplevel
   reader_cls, parsed = gguf.GGUFReader, {}
@@ -119,7 +119,8 @@ def test_greedy_ragged_batch_matches_transformers(real):
 
 def test_ngram_speculative_equals_autoregressive(real):
   """Greedy n-gram speculation on the scanned decoder == transformers' greedy tokens (the unrolled
-  decoder is held to them above, and runs speculation in the CLI test below)."""
+  decoder is held to them by the generate tests above; speculation on unrolled decoders is tested
+  on the tiny ones, tests/test_greedy_equality.py)."""
   assert real["scanned"].config.scanned and not real["model"].config.scanned
   out = specjax.speculative_generate(real["scanned"], specjax.drafters.NGram(3), real["prompts"], real["lengths"],
                                      gamma=4, max_new_tokens=N_NEW)
