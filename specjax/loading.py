@@ -86,7 +86,9 @@ def load_gguf(path, *, cache: bool = True, verbose: bool = True, mesh=None, **co
   if not path.is_file():
     raise CheckpointError(f"GGUF file not found: {path}")
   if not cache:
-    return gguf_import.from_gguf(path, mesh=mesh, **config_overrides), HFTokenizer.from_gguf(path)
+    reader = gguf_import.open_reader(path)  # parsed once for the model and the tokenizer
+    return (gguf_import.from_gguf(path, mesh=mesh, reader=reader, **config_overrides),
+            HFTokenizer.from_gguf(path, reader))
   folder = _cache_folder(path)
   if (folder / "model.safetensors").is_file():
     try:
@@ -97,8 +99,10 @@ def load_gguf(path, *, cache: bool = True, verbose: bool = True, mesh=None, **co
   _say(verbose, f"converting {path.name} (dequantize + tokenizer), once; cached in {folder}")
   tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
   shutil.rmtree(tmp, ignore_errors=True)
-  checkpoint.save_model(gguf_import.from_gguf(path), tmp)
-  HFTokenizer.from_gguf(path).save(tmp)
+  reader = gguf_import.open_reader(path)  # parsed once for the model and the tokenizer
+  checkpoint.save_model(gguf_import.from_gguf(path, reader=reader), tmp)
+  HFTokenizer.from_gguf(path, reader).save(tmp)
+  del reader
   (tmp / "source.json").write_text(json.dumps({"gguf": str(path.resolve())}) + "\n")
   shutil.rmtree(folder, ignore_errors=True)
   tmp.rename(folder)  # atomic: a half-written cache is never read

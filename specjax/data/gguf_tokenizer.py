@@ -59,23 +59,25 @@ _GPT2 = frozenset({"default", "gpt2", "gpt-2", "mpt", "olmo", "jais", "trillion"
 _GEMMA_ARCHS = frozenset({"gemma", "gemma2", "gemma3"})
 
 
-def read_metadata(path) -> dict:
-  """``general.architecture`` and every ``tokenizer.*`` key of a GGUF file, as Python values."""
+def read_metadata(path, reader=None) -> dict:
+  """``general.architecture`` and every ``tokenizer.*`` key of a GGUF file, as Python values
+  (``reader``: the file already parsed, e.g. by the model's import)."""
   gguf = _require("gguf", "gguf==0.19.0", "reading a GGUF tokenizer")
   path = pathlib.Path(path)
   if not path.is_file():
     raise CheckpointError(f"GGUF file not found: {path}")
   try:
-    reader = _reader_class(gguf)(str(path))
+    reader = reader or reader_class(gguf)(str(path))
     return {key: field.contents() for key, field in reader.fields.items()
             if key.startswith("tokenizer.") or key == "general.architecture"}
   except Exception as e:  # truncated/corrupt files raise Value, Index, struct or Unicode errors
     raise CheckpointError(f"cannot read the tokenizer metadata of GGUF file {path}: {e}") from e
 
 
-def _reader_class(gguf):
+def reader_class(gguf):
   """`gguf.GGUFReader` parsing from a plain-array view of its memory map: slicing an `np.memmap` costs
-  about three times as much, and the reader slices once per token string (262k for Gemma 3)."""
+  about three times as much, and the reader slices once per token string (262k for Gemma 3).
+  Tensor data stays memory-mapped."""
   import numpy as np  # pylint: disable=import-outside-toplevel
 
   class Reader(gguf.GGUFReader):
@@ -90,9 +92,9 @@ def _reader_class(gguf):
   return Reader
 
 
-def load(path) -> dict:
+def load(path, reader=None) -> dict:
   """The fields of `HFTokenizer` for the tokenizer the GGUF file at ``path`` describes."""
-  meta = read_metadata(path)
+  meta = read_metadata(path, reader)
   tokens = meta.get("tokenizer.ggml.tokens")
   if not tokens:
     raise CheckpointError(f"GGUF file {path} has no tokenizer (no tokenizer.ggml.tokens)")

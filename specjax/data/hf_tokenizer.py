@@ -128,12 +128,13 @@ class HFTokenizer:
   # ------------------------------------------------------------------ constructors
 
   @classmethod
-  def from_gguf(cls, path) -> "HFTokenizer":
+  def from_gguf(cls, path, reader=None) -> "HFTokenizer":
     """Builds the tokenizer a GGUF file describes from its metadata (needs `gguf` and `tokenizers`;
-    save() the result to load it later with `tokenizers` alone)."""
+    save() the result to load it later with `tokenizers` alone). ``reader``: the file already
+    parsed (``specjax.gguf_import.open_reader``), so a conversion parses it once."""
     from specjax.data import gguf_tokenizer  # pylint: disable=import-outside-toplevel
     _tokenizers()
-    return cls(**gguf_tokenizer.load(path))
+    return cls(**gguf_tokenizer.load(path, reader))
 
   @classmethod
   def from_folder(cls, folder) -> "HFTokenizer":
