@@ -16,10 +16,12 @@ that would wait for the others anyway do not pay for a wider pass). Width 0 is a
 step, run in a loop of its own outside the width switch, so a round in which drafting does not
 pay costs what the autoregressive loop does. Rows then submit
 ``min(offered_r, w)``. ``v(w)``, the verify pass over ``w + 1`` tokens in one-token target steps,
-comes from ``verify_costs`` (measured per width: :func:`specjax.measure.verify_costs`) or else the
-line ``1 + verify_slope * w``. The measured shape matters: on XLA:CPU a one-token step is a
-matrix-vector product and any wider pass a matrix product, so v jumps at ``w = 1`` (1.4-1.6 for
-SmolLM2-135M) and stays flat up to ``w = 4``; a line through v(gamma) makes width 1 look cheap.
+comes from ``verify_costs`` (a round of this loop at each width over one at width 0, measured in
+the loop: :func:`specjax.measure.loop_costs`) or else the line ``1 + verify_slope * w``. Measured
+in the loop is what counts: a wide round also runs the width switch and the accept rule, and a short
+pass timed alone is easily thrown off by load (SmolLM2-135M on a 2-core CPU, batch 1: 1.18 / 1.36 /
+1.66 at widths 1 / 2 / 4, where passes timed alone once gave 1.04 / 1.12 / 1.24 and drafting on
+prompts it rarely matched lost 6-13%).
 
 Exactness: every decision reads only the drafter's own outputs (never the token drawn at a
 position, only its distribution) and the rows' past acceptance, never the target's distribution

@@ -235,16 +235,18 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   if config.adaptive and tree is None:
     if config.verify_slope >= 0:  # a line v(w) = 1 + slope * w
       adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=config.verify_slope)
-    else:  # v measured at every compiled width, on these prompts
-      widths = specjax.Adaptive().widths_for(gamma)
-      with specjax.sharding.decode_context(mesh):
-        costs = measure.verify_costs(target, prompts[:rows], lengths[:rows], widths, max_len)
-      adaptive = specjax.Adaptive(confidence=config.confidence, verify_costs=costs)
+    else:  # a round at every compiled width, measured in the loop on these prompts
+      adaptive = specjax.Adaptive(confidence=config.confidence)
+      _say(verbose, "compiling speculative decoding; timing its rounds at each verify width")
+      costs = measure.loop_costs(target, drafter, prompts, lengths, gamma=gamma, adaptive=adaptive, repeats=2,
+                                 lenience=config.lenience, allow_lossy=config.allow_lossy, **common)
+      adaptive = dataclasses.replace(adaptive, verify_costs=costs)
   spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma,
                                                  lenience=config.lenience, adaptive=adaptive,
                                                  allow_lossy=config.allow_lossy, **common)
   base_fn = lambda: specjax.generate(target, prompts, lengths, **common)
-  _say(verbose, "compiling speculative decoding and running it once")
+  _say(verbose, "running speculative decoding once" if adaptive is not None and adaptive.verify_costs
+       else "compiling speculative decoding and running it once")
   spec = jax.block_until_ready(spec_fn())
   if outputs is not None:
     outputs(prompts, lengths, spec, tok, eos_id, items is None, items, bool(config.get("chat")))

@@ -4,8 +4,8 @@
   target step. For a draft model that is Leviathan's c; for heads and block drafters (MTP, DFlash,
   Medusa) it is what their round really costs, spread over the drafted depth.
 * ``v``: one cached target pass over the verify input (``gamma + 1`` tokens for a chain, every
-  node of a token tree) / one over a single token; ``verify_costs``: v at each verify width the
-  adaptive loop compiles.
+  node of a token tree) / one over a single token; ``loop_costs``: v at each verify width the
+  adaptive loop compiles, measured as rounds of that loop.
 * ``paired_times``: the baseline and the speculative run timed alternately, so load drifts on a
   shared machine hit both; ``round_robin_times`` the same for any number of methods.
 
@@ -13,6 +13,7 @@ Every timing is a median after one untimed compile-and-warm-up call.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -81,30 +82,41 @@ def verify_cost(target, prompts_BxP, lengths_B, num_nodes: int, max_len: int, re
   return target_step_seconds(target, prompts_BxP, lengths_B, num_nodes, max_len, repeats) / one
 
 
-def verify_costs(target, prompts_BxP, lengths_B, widths, max_len: int, repeats: int = 7,
-                 min_slope: float = 0.02) -> tuple:
-  """``((w, v(w)), ...)``: a cached target pass over ``w + 1`` tokens per row / one over 1 token, for
-  each draft count ``w`` in ``widths`` (the adaptive loop's compiled verify widths).
+def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive, repeats: int = 3,
+               min_slope: float = 0.02, **generate_kw) -> tuple:
+  """``((w, v(w)), ...)`` measured inside the adaptive loop: seconds per round with every round run
+  at width ``w`` / seconds per round with every round at width 0 (a plain decode step).
 
-  The passes are timed alternately (one sample of each per repeat, median over repeats), so load
-  drifts hit every width alike. Noise must not make a wider pass look cheaper: the costs are made
-  non-decreasing in ``w`` and at least ``1 + min_slope * w``.
-  """
-  cache = _start_cache(target, prompts_BxP, lengths_B, max_len)
-  b, widths = prompts_BxP.shape[0], sorted({0, *map(int, widths)})
-  fns = {w: functools.partial(_forward_logits, target, jnp.ones((b, w + 1), jnp.int32), cache) for w in widths}
-  for fn in fns.values():
-    jax.block_until_ready(fn())
-  samples = {w: [] for w in widths}
-  for _ in range(max(repeats, 1)):
-    for w, fn in fns.items():
+  A wide round costs more in the loop than its target pass alone: the width switch, the pending
+  keys and values and the accept rule come with it (SmolLM2-135M on a 2-core CPU, batch 1: 1.18 /
+  1.36 / 1.66 steps at widths 1 / 2 / 4 in the loop, 1.16 / 1.33 / 1.53 for the passes alone), and a
+  short pass timed alone is easily thrown off by load. Each width is forced through the loop's own
+  cost argument, so every run reuses the program the real run compiles (same shapes, same
+  ``generate_kw``). The target's prefill, timed alone, is taken off each run before dividing by
+  its rounds (runs at wider widths have fewer rounds). Costs are made non-decreasing in ``w`` and
+  at least ``1 + min_slope * w``, so noise never makes a width look
+  cheaper than a narrower one."""
+  from specjax import decode  # pylint: disable=import-outside-toplevel  (decode sits above this module)
+  widths = adaptive.widths_for(gamma)
+  def forced(w):
+    only_w = dataclasses.replace(adaptive, verify_costs=tuple((x, 1.0 if x == w else 1e6) for x in widths))
+    return lambda: decode.speculative_generate(target, drafter, prompts_BxP, lengths_B, gamma=gamma,
+                                               adaptive=only_w, **generate_kw)
+  runs = {w: forced(w) for w in widths}
+  max_len = generate_kw.get("max_len") or prompts_BxP.shape[1] + generate_kw["max_new_tokens"] + gamma + 1
+  rows = generate_kw.get("batch_size") or prompts_BxP.shape[0]  # refill: the first rows' prefill
+  prefill = median_time(lambda: _start_cache(target, prompts_BxP[:rows], lengths_B[:rows], max_len), repeats)[1]
+  jax.block_until_ready(runs[0]())  # compiles the loop: every width runs this one program
+  seconds, rounds = {w: [] for w in widths}, {}
+  for _ in range(max(repeats, 1)):  # alternating, so load drifts hit every width alike
+    for w, run in runs.items():
       t0 = time.perf_counter()
-      jax.block_until_ready(fn())
-      samples[w].append(time.perf_counter() - t0)
-  step = float(np.median(samples[0]))
+      rounds[w] = max(int(jax.block_until_ready(run()).stats["target_calls"]), 1)
+      seconds[w].append(time.perf_counter() - t0)
+  per_round = {w: max(float(np.median(seconds[w])) - prefill, 1e-9) / rounds[w] for w in widths}
   out, floor = [], 1.0
   for w in widths:
-    floor = max(floor, float(np.median(samples[w])) / step, 1.0 + min_slope * w)
+    floor = max(floor, per_round[w] / per_round[0], 1.0 + min_slope * w)
     out.append((w, round(floor, 4)))
   return tuple(out)
 

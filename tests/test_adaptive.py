@@ -5,6 +5,8 @@ distribution at the positions being verified, nor the token the drafter drew the
 show that the chi-squared check here can tell: one stops where the *target* gives the draft a low
 probability, one stops on the drawn token's own q.
 """
+import dataclasses
+
 import flax
 import jax
 import jax.numpy as jnp
@@ -155,13 +157,22 @@ def test_measured_costs_per_width_steer_the_choice():
     specjax.Adaptive(verify_costs=((1, 0.0),))
 
 
-def test_verify_costs_are_measured_per_width_and_never_decrease():
+def test_loop_costs_are_measured_per_width_in_the_loop_the_run_compiles():
+  """Rounds forced to each width run the one program the measured run then reuses; the costs are
+  per width, start at 1 and never decrease."""
   target = testing.tiny_decoder(vocab_size=32, num_layers=1)
-  costs = specjax.measure.verify_costs(target, np.ones((1, 4), np.int32), np.array([4], np.int32), (1, 2, 4), 16,
-                                       repeats=3)
+  prompts, lengths = np.array([[1, 2, 3, 1, 2, 3]], np.int32), np.array([6], np.int32)
+  adaptive, kw = specjax.Adaptive(), dict(max_new_tokens=8, max_len=32)
+  drafter = specjax.drafters.NGram(2)
+  before = specjax.decode._speculative._cache_size()  # pylint: disable=protected-access
+  costs = specjax.measure.loop_costs(target, drafter, prompts, lengths, gamma=4, adaptive=adaptive, repeats=2, **kw)
   widths, values = zip(*costs)
   assert widths == (0, 1, 2, 4) and values[0] == 1.0
   assert all(b >= a for a, b in zip(values, values[1:])) and all(v >= 1.0 + 0.02 * w for w, v in costs)
+  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=4,
+                                     adaptive=dataclasses.replace(adaptive, verify_costs=costs), **kw)
+  assert specjax.decode._speculative._cache_size() == before + 1  # pylint: disable=protected-access
+  assert np.array_equal(out.tokens, specjax.generate(target, prompts, lengths, **kw).tokens)
 
 
 def test_measured_costs_do_not_recompile_the_loop():

@@ -7,9 +7,9 @@
 
 A drafter is ``KIND[:CHECKPOINT]`` of a registered kind (``specjax.drafters.kinds()``), at the kind's
 default gamma unless ``--gamma`` is given; each runs with the loop's adaptive draft length and/or
-with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` and the verify cost at
-each compiled width measured on the target once (:func:`specjax.measure.verify_costs`, on the
-first call's prompts at batch ``--batch_size``) unless ``--verify_slope`` is given (then a line).
+with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` and the cost of a round
+at each compiled width measured in the loop once per drafter (:func:`specjax.measure.loop_costs`,
+on the first call's prompts at batch ``--batch_size``) unless ``--verify_slope`` is given (then a line).
 
 Reads any file in Spec-Bench's ``question.jsonl`` format (default: ours, built by
 :mod:`specjax.data.specbench_prompts`) and decodes each question's first turn (chat-templated when
@@ -55,12 +55,18 @@ def make_drafter(spec: str, target, gamma: int = 0):
   return specjax.drafters.build(kind, options, target), options.gamma
 
 
-def verify_costs(target, call, widths, max_new_tokens: int) -> tuple:
-  """``((w, v(w)), ...)`` measured on ``call``'s prompts: the verify pass over ``w + 1`` tokens in
-  one-token target steps at each compiled width."""
+def loop_costs(target, drafter, gamma: int, adaptive, call, *, max_new_tokens: int, sampling, eos_id, seed: int):
+  """``((w, v(w)), ...)`` measured on ``call``'s prompts: a round of the adaptive loop at each
+  compiled width in rounds at width 0, with the settings :func:`measure_call` runs."""
   import specjax  # pylint: disable=import-outside-toplevel
-  max_len = call.prompts_BxP.shape[1] + max_new_tokens + max(widths) + 1
-  return specjax.measure.verify_costs(target, call.prompts_BxP, call.lengths_B, widths, max_len)
+  return specjax.measure.loop_costs(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma, adaptive=adaptive,
+                                    **_generate_kw(call, gamma + 1, max_new_tokens, sampling, eos_id, seed))
+
+
+def _generate_kw(call, extra: int, max_new_tokens: int, sampling, eos_id, seed: int) -> dict:
+  import jax  # pylint: disable=import-outside-toplevel
+  return dict(max_new_tokens=max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(seed), eos_id=eos_id,
+              max_len=call.prompts_BxP.shape[1] + max_new_tokens + extra)
 
 
 def group_of(category: str) -> str:
@@ -105,12 +111,10 @@ def make_calls(records, rows, batch_size: int, min_width: int) -> list[Call]:
 def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int, sampling, eos_id, seed: int,
                  repeats: int, adaptive=None) -> dict:
   """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation."""
-  import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
   tree = drafter.tree  # token trees verify every node; a chain gamma + 1 tokens
   extra = tree.num_nodes if tree is not None else gamma + 1
-  common = dict(max_new_tokens=max_new_tokens, sampling=sampling, rng=jax.random.PRNGKey(seed), eos_id=eos_id,
-                max_len=call.prompts_BxP.shape[1] + max_new_tokens + extra)
+  common = _generate_kw(call, extra, max_new_tokens, sampling, eos_id, seed)
   base_fn = lambda: specjax.generate(target, call.prompts_BxP, call.lengths_B, **common)
   spec_fn = lambda: specjax.speculative_generate(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma,
                                                  adaptive=adaptive, **common)
@@ -182,6 +186,8 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
     calls = make_calls(records, rows, batch_size, min_prompt_width)
   except (ValueError, FileNotFoundError) as e:
     raise InputError(str(e)) from e
+  sampling = specjax.Sampling(temperature, 0, 1.0)
+  eos_id = tokenizer.eos_id
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
@@ -194,11 +200,10 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
         if slope >= 0:
           settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=slope)
         else:
-          widths = specjax.Adaptive().widths_for(g)
-          settings[name] = specjax.Adaptive(confidence=confidence,
-                                            verify_costs=verify_costs(target, calls[0], widths, max_new_tokens))
-  sampling = specjax.Sampling(temperature, 0, 1.0)
-  eos_id = tokenizer.eos_id
+          unmeasured = specjax.Adaptive(confidence=confidence)
+          costs = loop_costs(target, drafter, g, unmeasured, calls[0], max_new_tokens=max_new_tokens,
+                             sampling=sampling, eos_id=eos_id, seed=seed)
+          settings[name] = dataclasses.replace(unmeasured, verify_costs=costs)
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
     for spec, (drafter, gamma) in drafters.items():
