@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("tokenizers", reason="HFTokenizer needs `pip install tokenizers`")
 gguf = pytest.importorskip("gguf", reason="reading GGUF files needs `pip install gguf`")
 
+from specjax import gguf_import  # noqa: E402
 from specjax.checkpoint import CheckpointError  # noqa: E402
 from specjax.data import gguf_tokenizer  # noqa: E402
 from specjax.data.hf_tokenizer import HFTokenizer  # noqa: E402
@@ -63,7 +64,8 @@ def model(request):
       pytest.skip(f"no Qwen2.5 GGUF here: {e}")
     raise
   ours = HFTokenizer.from_gguf(path)
-  ref = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+  with gguf_import.fast_reader_everywhere():  # the same fields, parsed ~3x faster
+    ref = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
   return request.param, ours, ref
 
 

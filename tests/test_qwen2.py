@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from specjax import registry
+from specjax import gguf_import, registry
 from specjax.checkpoint import CheckpointError
 
 
@@ -157,8 +157,9 @@ def _hf(name):
   torch = pytest.importorskip("torch", reason="parity needs torch (pip install .[hf])")
   transformers = pytest.importorskip("transformers", reason="parity needs transformers (pip install .[hf])")
   path = registry.gguf_path(name)
-  model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                            dtype=torch.float32).eval()
+  with gguf_import.fast_reader_everywhere():  # the file parsed once, ~3x faster
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                              dtype=torch.float32).eval()
   model.generation_config.eos_token_id = None  # both sides run the full length
   model.generation_config.pad_token_id = 0
   return torch, transformers, path, model
@@ -188,7 +189,8 @@ def pair():
   import jax  # pylint: disable=import-outside-toplevel
   from specjax import loading  # pylint: disable=import-outside-toplevel
   torch, transformers, path, hf = _hf("qwen2.5-coder-0.5b-instruct")
-  hf_tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+  with gguf_import.fast_reader_everywhere():
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
   model, tok = loading.load_pretrained("qwen2.5-coder-0.5b-instruct", verbose=False)
   chat = [{"role": "user", "content": "Write a Python function that reverses a string."}]
   rows = [tok.encode(p) for p in PROMPTS] + [tok.encode(tok.apply_chat_template(chat), add_special_tokens=False)]

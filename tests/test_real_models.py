@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import specjax
-from specjax import loading, registry
+from specjax import gguf_import, loading, registry
 
 N_NEW = 32  # greedy parity over 32 new tokens (was 64): the torch reference generates row by row, N_NEW steps each
 PROMPTS = ["def fibonacci(n):\n", "The capital of France is", "Die Katze sitzt auf dem Dach und",
@@ -23,24 +23,11 @@ pytestmark = pytest.mark.xla_optimized  # real-size programs: full optimisation 
 
 
 def _hf_model(torch, transformers, path):
-  """transformers' model from the GGUF file. transformers parses the file twice (config, then
-  weights), ~11 s each for Gemma 3's 262k-token vocabulary in gguf's reader; the second parse
-  reuses the first here (the reader only maps the file and reads it)."""
-  import gguf  # pylint: disable=import-outside-toplevel
-  reader_cls, parsed = gguf.GGUFReader, {}
-
-  def reader(file, *args, **kwargs):
-    key = (str(file), args, tuple(sorted(kwargs.items())))
-    if key not in parsed:
-      parsed[key] = reader_cls(file, *args, **kwargs)
-    return parsed[key]
-
-  gguf.GGUFReader = reader
-  try:
+  """transformers' model from the GGUF file (parsed once, not once for the config and again for
+  the weights: gguf_import.fast_reader_everywhere)."""
+  with gguf_import.fast_reader_everywhere():
     m = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
                                                           dtype=torch.float32).eval()
-  finally:
-    gguf.GGUFReader = reader_cls
   m.generation_config.eos_token_id = None  # both sides run the full length
   m.generation_config.pad_token_id = 0
   return m

@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("tokenizers", reason="HFTokenizer needs `pip install tokenizers`")
 
+from specjax import gguf_import  # noqa: E402
 from specjax.checkpoint import CheckpointError  # noqa: E402
 from specjax.data.hf_tokenizer import SPECJAX_FILE, HFTokenizer  # noqa: E402
 from specjax.data.tokenizer import Tokenizer  # noqa: E402
@@ -52,7 +53,8 @@ def pair(request, tmp_path_factory):
   t3 = time.perf_counter()
   TIMINGS[request.param] = dict(convert_s=t1 - t0, save_s=t2 - t1, cached_load_s=t3 - t2)
   print(f"\n{request.param}: {TIMINGS[request.param]}")
-  ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+  with gguf_import.fast_reader_everywhere():  # the same fields, parsed ~3x faster
+    ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
   return request.param, tok, ref, cached
 
 
@@ -61,8 +63,9 @@ def smollm():
   """SmolLM2 only, for the checks one model is enough for: (name, tokenizer, reference, None)."""
   from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
   path = _gguf("smollm2-135m-instruct")
-  return ("smollm2-135m-instruct", HFTokenizer.from_gguf(path),
-          AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name), None)
+  with gguf_import.fast_reader_everywhere():
+    ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+  return ("smollm2-135m-instruct", HFTokenizer.from_gguf(path), ref, None)
 
 
 def test_protocol_and_specials(pair):

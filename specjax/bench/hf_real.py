@@ -76,8 +76,10 @@ def make_prompts(tok, batch: int, prompt_len: int):
 
 
 def hf_model(torch, transformers, path):
-  m = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                        dtype=torch.float32).eval()
+  from specjax import gguf_import  # pylint: disable=import-outside-toplevel
+  with gguf_import.fast_reader_everywhere():  # the file parsed once, ~3x faster
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                          dtype=torch.float32).eval()
   m.generation_config.eos_token_id = None  # both libraries run the full length
   m.generation_config.pad_token_id = 0
   return m

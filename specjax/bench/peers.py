@@ -67,13 +67,14 @@ class HF:
     import torch  # pylint: disable=import-outside-toplevel
     import transformers  # pylint: disable=import-outside-toplevel
     import specjax  # pylint: disable=import-outside-toplevel
-    from specjax import hf_export  # pylint: disable=import-outside-toplevel
+    from specjax import gguf_import, hf_export  # pylint: disable=import-outside-toplevel
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     self.torch, self.eos_id = torch, eos_id
     path = specjax.registry.gguf_path(target_name)
-    self.model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                                   dtype=torch.float32).eval()
+    with gguf_import.fast_reader_everywhere():  # the file parsed once, ~3x faster
+      self.model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                                     dtype=torch.float32).eval()
     with tempfile.TemporaryDirectory() as tmp:
       self.assistant = hf_export.load_draft_lm_torch(hf_export.draft_lm_to_hf(drafter_model, subset_K, tmp))
     for m in (self.model, self.assistant):
