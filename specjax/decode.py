@@ -344,6 +344,8 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   target, drafter, prompts, prompt_lengths, rng = sharding.prepare(mesh, target, drafter, prompts, prompt_lengths,
                                                                    rng)  # mesh: shard weights, split batch
   chain_adaptive = adaptive if tree is None else None
+  if chain_adaptive is not None and chain_adaptive.confidence > 0:  # nothing past it is submitted
+    drafter = drafter.stopping_below(chain_adaptive.confidence)
   costs_W = None if chain_adaptive is None else adaptive_lib.costs_for(adaptive, adaptive.widths_for(gamma))
   with sharding.decode_context(mesh):
     tokens, lengths, stats = _speculative(

@@ -238,8 +238,10 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
     else:  # a round at every compiled width, measured in the loop on these prompts
       adaptive = specjax.Adaptive(confidence=config.confidence)
       _say(verbose, "compiling speculative decoding; timing its rounds at each verify width")
-      costs = measure.loop_costs(target, drafter, prompts, lengths, gamma=gamma, adaptive=adaptive, repeats=2,
-                                 lenience=config.lenience, allow_lossy=config.allow_lossy, **common)
+      with specjax.sharding.decode_context(mesh):
+        costs = measure.loop_costs(target, drafter, prompts, lengths, gamma=gamma, adaptive=adaptive,
+                                   repeats=1,  # each sample is a whole run, max_new_tokens rounds
+                                   lenience=config.lenience, allow_lossy=config.allow_lossy, **common)
       adaptive = dataclasses.replace(adaptive, verify_costs=costs)
   spec_fn = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma,
                                                  lenience=config.lenience, adaptive=adaptive,

@@ -94,8 +94,7 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   cost argument, so every run reuses the program the real run compiles (same shapes, same
   ``generate_kw``). The target's prefill, timed alone, is taken off each run before dividing by
   its rounds (runs at wider widths have fewer rounds). Costs are made non-decreasing in ``w`` and
-  at least ``1 + min_slope * w``, so noise never makes a width look
-  cheaper than a narrower one."""
+  at least ``1 + min_slope * w``, so noise never makes a width look cheaper than a narrower one."""
   from specjax import decode  # pylint: disable=import-outside-toplevel  (decode sits above this module)
   widths = adaptive.widths_for(gamma)
   def forced(w):

@@ -41,6 +41,10 @@ class StopOn(specjax.drafters.DraftModel):
   peek_target: specjax.Model | None = None
   signal: str = flax.struct.field(pytree_node=False, default="peek")
 
+  def stopping_below(self, confidence):  # every position drafted: the wrong signal alone cuts the chain
+    del confidence
+    return self
+
   def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
     cache, draft = super().propose(cache, tokens_BxS, seq_len_B, gamma, sampling, rng)
     idx_BxG = seq_len_B[:, None] - 1 + jnp.arange(gamma)[None]
@@ -81,6 +85,39 @@ def test_wrong_stopping_rules_fail(target, draft_model, signal):
   p = chi2_pvalue(counts, exact_joint(target, T1, tokens=GAMMA + 1))
   assert st["submitted_histogram"][0] > 0 and st["submitted_histogram"][GAMMA] > 0
   assert p < 1e-6, p
+
+
+@pytest.mark.parametrize("sampling", [specjax.Sampling(), T1], ids=["greedy", "t1"])
+def test_draft_model_stops_drafting_where_nothing_more_is_submitted(target, draft_model, sampling):
+  """A draft model told the loop's confidence stops its round once every row has been unsure; what it
+  drafted up to there equals the full round (same keys), and the loop offers the same drafts."""
+  G = 4
+  full = specjax.drafters.DraftModel(draft_model)
+  stopping = full.stopping_below(0.7)
+  prompts = np.repeat(PROMPT, 3, 0).astype(np.int32)
+  lengths = np.array([PROMPT.shape[1], PROMPT.shape[1] - 1, 2], np.int32)
+  max_len = PROMPT.shape[1] + 8
+  tokens = np.zeros((3, max_len), np.int32)
+  tokens[:, :PROMPT.shape[1]] = prompts
+  drafts = []
+  for drafter in (full, stopping):
+    state = drafter.init(None, prompts, lengths, max_len)
+    drafts.append(jax.jit(drafter.propose, static_argnums=(3, 4))(state, tokens, lengths, G, sampling,
+                                                                    jax.random.PRNGKey(7))[1])
+  ad = specjax.Adaptive(confidence=0.7)
+  offered = [np.asarray(adaptive_lib.offered(d, G, ad)) for d in drafts]
+  np.testing.assert_array_equal(offered[0], offered[1])
+  conf_full, conf_stop = np.asarray(drafts[0].confidence_BxG), np.asarray(drafts[1].confidence_BxG)
+  for b, n in enumerate(offered[0]):  # up to the first unsure position, everything agrees
+    np.testing.assert_array_equal(np.asarray(drafts[1].tokens_BxG)[b, :n + 1],
+                                  np.asarray(drafts[0].tokens_BxG)[b, :n + 1])
+    np.testing.assert_allclose(conf_stop[b, :n + 1], conf_full[b, :n + 1], rtol=1e-6)
+    if not sampling.greedy:
+      np.testing.assert_allclose(np.asarray(drafts[1].q_BxGxV)[b, :n + 1], np.asarray(drafts[0].q_BxGxV)[b, :n + 1],
+                                 rtol=1e-6)
+  # every row was unsure by position 2 (offered 2, 0, 0): position 3 was never drafted
+  assert offered[0].max() + 1 < G, offered
+  assert (conf_stop[:, offered[0].max() + 1:] == 0).all() and (conf_full[:, offered[0].max() + 1:] > 0).all()
 
 
 def test_greedy_equality_ragged_batch_and_refill():

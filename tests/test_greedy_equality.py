@@ -78,9 +78,14 @@ def _family(name):
 # T5's text repeats with periods of 1 to 4 tokens and one demo row's held-out code is a run of spaces,
 # so at gamma 7 these never accept deep drafts; equality there would say little, so they are not run.
 NGRAM_SHALLOW = {("decoder", 1, 7), ("t5", 3, 7), ("t5", 1, 7)}
+# The noisy copy is a DraftModel as the small model is, at the target's size (its loops compile
+# 2-3x slower): it runs at the settings whose loops other tests here compile anyway (gamma 7 at batch
+# 1 and 3: test_drafter_equal_to_target_accepts_everything) and at batch 8; the small model at all.
+NOISY_COPY_SETTINGS = {(1, 7), (3, 7), (8, 4)}
 CASES = [(fam, name, batch, gamma) for fam in ("decoder", "t5") for batch, gamma in SETTINGS
          for name in ("draft_model", "small_model", "ngram")
-         if not (name == "ngram" and (fam, batch, gamma) in NGRAM_SHALLOW)]
+         if not (name == "ngram" and (fam, batch, gamma) in NGRAM_SHALLOW)
+         and not (name == "draft_model" and (batch, gamma) not in NOISY_COPY_SETTINGS)]
 
 
 @pytest.mark.parametrize("family,drafter_name,batch,gamma", CASES, indirect=["family"])

@@ -55,12 +55,14 @@ def make_drafter(spec: str, target, gamma: int = 0):
   return specjax.drafters.build(kind, options, target), options.gamma
 
 
-def loop_costs(target, drafter, gamma: int, adaptive, call, *, max_new_tokens: int, sampling, eos_id, seed: int):
+def loop_costs(target, drafter, gamma: int, adaptive, call, *, max_new_tokens: int, sampling, eos_id, seed: int,
+               repeats: int):
   """``((w, v(w)), ...)`` measured on ``call``'s prompts: a round of the adaptive loop at each
   compiled width in rounds at width 0, with the settings :func:`measure_call` runs."""
   import specjax  # pylint: disable=import-outside-toplevel
+  kw = _generate_kw(call, gamma + 1, max_new_tokens, sampling, eos_id, seed)
   return specjax.measure.loop_costs(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma, adaptive=adaptive,
-                                    **_generate_kw(call, gamma + 1, max_new_tokens, sampling, eos_id, seed))
+                                    repeats=repeats, **kw)
 
 
 def _generate_kw(call, extra: int, max_new_tokens: int, sampling, eos_id, seed: int) -> dict:
@@ -202,7 +204,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
         else:
           unmeasured = specjax.Adaptive(confidence=confidence)
           costs = loop_costs(target, drafter, g, unmeasured, calls[0], max_new_tokens=max_new_tokens,
-                             sampling=sampling, eos_id=eos_id, seed=seed)
+                             sampling=sampling, eos_id=eos_id, seed=seed, repeats=max(repeats, 2))
           settings[name] = dataclasses.replace(unmeasured, verify_costs=costs)
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):

@@ -83,6 +83,9 @@ class Drafter:
     array_axes: logical axes of the drafter's own array fields, by field name, for sharding;
       fields not named are replicated; ``Model`` fields are sharded by their own rules.
     check_compatible(target): raises a clear error before anything compiles.
+    stopping_below(confidence): this drafter, told that no draft after its first position under
+      ``confidence`` will be submitted (the loop's adaptive draft length cuts there); one that
+      drafts token by token may stop computing there. Default: itself, unchanged.
   """
   kind: ClassVar[str] = "base"
   array_axes: ClassVar[dict] = {}
@@ -112,6 +115,10 @@ class Drafter:
 
   def check_compatible(self, target) -> None:
     del target
+
+  def stopping_below(self, confidence: float) -> "Drafter":
+    del confidence
+    return self
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill: Prefill | None = None):
     raise NotImplementedError(f"{type(self).__name__} must define init")
