@@ -76,37 +76,21 @@ class DraftModel(Drafter):
     logits_Bx2xV, _, cache = api.forward(self.model, two_Bx2, cache)
     logits_BxV = jnp.take_along_axis(logits_Bx2xV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
     cache = cache.with_length(seq_len_B)
+    return self._draft(cache, logits_BxV, gamma, sampling, jax.random.split(rng, gamma))
 
-    def step(carry, step_rng):
-      cache, logits_BxV = carry
-      token_B, q_BxV = self._draw(sampling, step_rng, logits_BxV)  # q None when greedy
-      top_B = top_probability(logits_BxV)  # the distribution's, not the drawn token's
-      logits_Bx1xV, _, cache = api.forward(self.model, token_B[:, None], cache)
-      return (cache.with_length(cache.length_B + 1), logits_Bx1xV[:, 0]), (token_B, q_BxV, top_B)
-
-    rngs = jax.random.split(rng, gamma)
-    if self.stop_below > 0:
-      return self._propose_until_unsure(cache, logits_BxV, gamma, sampling, rngs)
-    (cache, logits_BxV), (tokens_GxB, q_GxBxV, top_GxB) = jax.lax.scan(step, (cache, logits_BxV), rngs[:-1])
-    last_token, last_q = self._draw(sampling, rngs[-1], logits_BxV)
-    tokens_BxG = jnp.concatenate([tokens_GxB.T, last_token[:, None]], axis=1)
-    q_BxGxV = None if sampling.greedy else jnp.concatenate([jnp.transpose(q_GxBxV, (1, 0, 2)), last_q[:, None]],
-                                                           axis=1)
-    confidence_BxG = jnp.concatenate([top_GxB.T, top_probability(logits_BxV)[:, None]], axis=1)
-    return cache, Draft(tokens_BxG, q_BxGxV, confidence_BxG=confidence_BxG)
-
-  def _propose_until_unsure(self, cache, logits_BxV, gamma, sampling, rngs):
-    """``propose``'s drafts, position by position while some row has been sure at every position
-    so far; later positions keep position 0's token and q (never submitted) and confidence 0."""
-    token_B, q_BxV = self._draw(sampling, rngs[0], logits_BxV)
-    top_B = top_probability(logits_BxV)
+  def _draft(self, cache, logits_BxV, gamma, sampling, rngs):
+    """Position by position from the last committed token's logits; with ``stop_below``, only while
+    some row has been sure at every position so far (later positions keep position 0's token and
+    q, never submitted, and confidence 0)."""
+    token_B, q_BxV = self._draw(sampling, rngs[0], logits_BxV)  # q None when greedy
+    top_B = top_probability(logits_BxV)  # the distribution's, not the drawn token's
     tokens_GxB = jnp.broadcast_to(token_B, (gamma,) + token_B.shape)
     q_GxBxV = None if q_BxV is None else jnp.broadcast_to(q_BxV, (gamma,) + q_BxV.shape)
     top_GxB = jnp.zeros((gamma,) + top_B.shape, jnp.float32).at[0].set(top_B)
 
     def more(carry):
       i, _, _, sure_B, *_ = carry
-      return (i < gamma) & jnp.any(sure_B)
+      return (i < gamma) & jnp.any(sure_B) if self.stop_below > 0 else i < gamma  # no reduction when fixed
 
     def step(carry):
       i, cache, token_B, sure_B, tokens_GxB, q_GxBxV, top_GxB = carry
