@@ -14,14 +14,16 @@ every token counts. A fixed batch runs until its slowest row is done, so there t
 ``v(w) * max_r remaining_r / E[tokens | alpha_r, min(offered_r, w)]`` instead (drafts of a row
 that would wait for the others anyway do not pay for a wider pass). Width 0 is an ordinary decode
 step, run in a loop of its own outside the width switch, so a round in which drafting does not
-pay costs what the autoregressive loop does. Rows then submit
-``min(offered_r, w)``. ``v(w)``, the verify pass over ``w + 1`` tokens in one-token target steps,
-comes from ``verify_costs`` (a round of this loop at each width over one at width 0, measured in
-the loop: :func:`specjax.measure.loop_costs`) or else the line ``1 + verify_slope * w``. Measured
-in the loop is what counts: a wide round also runs the width switch and the accept rule, and a short
-pass timed alone is easily thrown off by load (SmolLM2-135M on a 2-core CPU, batch 1: 1.18 / 1.36 /
-1.66 at widths 1 / 2 / 4, where passes timed alone once gave 1.04 / 1.12 / 1.24 and drafting on
-prompts it rarely matched lost 6-13%).
+pay costs what the autoregressive loop does. Where the rows' past alone already picks width 0
+(the choice with every row offering ``gamma`` drafts; fewer never choose wider), a drafter with
+:meth:`Drafter.idle <specjax.drafters.Drafter>` (a draft model) does not draft at all that round,
+it only feeds the committed tokens. Rows submit ``min(offered_r, w)``. ``v(w)``, the verify pass
+over ``w + 1`` tokens in one-token target steps, comes from ``verify_costs`` (a round of this loop
+at each width over one at width 0, measured in the loop: :func:`specjax.measure.loop_costs`) or
+else the line ``1 + verify_slope * w``. Measured in the loop is what counts: a wide round also runs
+the width switch and the accept rule, and a short pass timed alone is easily thrown off by load
+(SmolLM2-135M on a 2-core CPU, batch 1: 1.18 / 1.36 / 1.66 at widths 1 / 2 / 4, where passes timed
+alone once gave 1.04 / 1.12 / 1.24 and drafting on prompts it rarely matched lost 6-13%).
 
 Exactness: every decision reads only the drafter's own outputs (never the token drawn at a
 position, only its distribution) and the rows' past acceptance, never the target's distribution

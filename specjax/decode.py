@@ -155,12 +155,13 @@ class Stats:
   verified_positions: jax.Array
   submitted_hist: jax.Array            # [G + 1]: rows' submitted draft counts per round
   width_hist: jax.Array                # [len(widths)]: verify widths the rounds ran at
+  idle_rounds: jax.Array               # rounds the drafter did not draft (Drafter.idle)
 
   @classmethod
   def zeros(cls, gamma, num_widths):
     z = jnp.zeros((), jnp.float32)
     return cls(jnp.zeros((), jnp.int32), z, jnp.zeros((gamma,)), jnp.zeros((gamma,)), z, z,
-               jnp.zeros((gamma + 1,)), jnp.zeros((num_widths,)))
+               jnp.zeros((gamma + 1,)), jnp.zeros((num_widths,)), jnp.zeros((), jnp.int32))
 
 
 @flax.struct.dataclass
@@ -226,19 +227,34 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     """The round's draft and its verify width: everything decided before the target runs."""
     rows, cache, drafter_state, alpha_B, rng, stats, queue = carry
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
-    drafter_state, draft = drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling,
-                                           draft_rng)
+    propose = lambda: drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
     if not is_chain:  # token trees verify every node
+      drafter_state, draft = propose()
       return (rows, cache, drafter_state, alpha_B, rng, stats, queue), Plan(draft, None, jnp.zeros((), jnp.int32),
                                                                             accept_rng)
+    # a fixed batch ends with its slowest row; with refill every row's tokens count
+    remaining_B = None if queue is not None else max_new_tokens - rows.new_B
+    choose = lambda offered_B: adaptive_lib.choose_width(adaptive, widths, alpha_B, offered_B, ~rows.done_B,
+                                                         verify_costs_W, remaining_B)
+    idle = None
+    if len(widths) > 1 and drafter.idle is not None:
+      # Width 0 even if every row offered gamma drafts: the rows' past alone says no draft pays, so
+      # the drafter does not draft (fewer offered drafts never choose a wider pass).
+      idle = choose(jnp.full(alpha_B.shape, gamma, jnp.int32)) == 0
+      empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(propose)[1])
+      drafter_state, draft = jax.lax.cond(
+          idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty), propose)
+    else:
+      drafter_state, draft = propose()
     offered_B = adaptive_lib.offered(draft, gamma, adaptive)
     pick = jnp.zeros((), jnp.int32)
     if len(widths) > 1:
       # sampled: the width reads nothing that depends on this round's draws (adaptive.py, Exactness)
       seen_B = offered_B if sampling.greedy else adaptive_lib.offered_before_drawing(draft, gamma, adaptive)
-      # a fixed batch ends with its slowest row; with refill every row's tokens count
-      remaining_B = None if queue is not None else max_new_tokens - rows.new_B
-      pick = adaptive_lib.choose_width(adaptive, widths, alpha_B, seen_B, ~rows.done_B, verify_costs_W, remaining_B)
+      pick = choose(seen_B)
+    if idle is not None:
+      offered_B, pick = jnp.where(idle, 0, offered_B), jnp.where(idle, 0, pick)
+      stats = stats.replace(idle_rounds=stats.idle_rounds + idle.astype(jnp.int32))
     num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
     return (rows, cache, drafter_state, alpha_B, rng, stats, queue), Plan(draft, num_B, pick, accept_rng)
 
@@ -271,7 +287,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                   stats.accepted_per_position + ((pos_G[None] < n_B[:, None]) * active_B[:, None]).sum(0),
                   stats.overlap_sum + (overlap_BxG * verified_BxG).sum(), stats.verified_positions + verified_BxG.sum(),
                   stats.submitted_hist.at[num_B].add(active_B),
-                  stats.width_hist.at[p.pick].add(1.0))
+                  stats.width_hist.at[p.pick].add(1.0), stats.idle_rounds)
     if adaptive is not None:
       alpha_B = adaptive_lib.update(adaptive, alpha_B, num_B, n_B, active)
     drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
@@ -391,4 +407,5 @@ def summarize(stats: Stats, lengths, gamma: int, rows: int | None = None) -> dic
       # rows' submitted draft counts (0..gamma) over all row-rounds, and rounds per verify width
       "submitted_histogram": np.asarray(s.submitted_hist).astype(int).tolist(),
       "width_histogram": np.asarray(s.width_hist).astype(int).tolist(),
+      "idle_rounds": int(s.idle_rounds),  # rounds in which the drafter did not draft at all
   }

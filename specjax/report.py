@@ -108,6 +108,7 @@ def print_report(s, prompts, lengths, spec, tok, sampling, text: bool = True):
     costs = s["adaptive"].get("verify_costs") or ()
     print(f"adaptive draft length: rows submitted 0..{s['gamma']} drafts {s['submitted_histogram']} times; "
           f"verify widths {s['verify_widths']} ran {s['width_histogram']} times"
+          + (f" (the drafter idle in {s['idle_rounds']})" if s.get("idle_rounds") else "")
           + (f"; cost of a round per width in plain rounds, measured in the loop: "
              f"{', '.join(f'{w}: {v:.2f}' for w, v in costs)}" if costs else ""))
   if sampling.greedy:

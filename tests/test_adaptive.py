@@ -120,6 +120,39 @@ def test_draft_model_stops_drafting_where_nothing_more_is_submitted(target, draf
   assert (conf_stop[:, offered[0].max() + 1:] == 0).all() and (conf_full[:, offered[0].max() + 1:] > 0).all()
 
 
+@flax.struct.dataclass
+class AlwaysDrafts(specjax.drafters.DraftModel):
+  """The same draft model without ``idle``: it drafts in every round, used or not."""
+  idle = None
+
+
+@pytest.mark.parametrize("sampling", [specjax.Sampling(), T1], ids=["greedy", "t1"])
+def test_idle_rounds_skip_drafting_and_change_nothing_else(target, sampling):
+  """Where the rows' past alone picks width 0, the draft model only feeds the committed tokens
+  (``Drafter.idle``). Everything else is what drafting and then verifying nothing gives: the same
+  tokens (same keys), the same drafts afterwards (the same acceptance per position, so its cache
+  kept step) and the same width choices; and greedy output is the target's."""
+  draft = testing.perturbed(target, 0.5, seed=5)
+  rng = np.random.default_rng(1)
+  prompts = rng.integers(1, V, (3, 6)).astype(np.int32)
+  lengths = np.array([6, 3, 5], np.int32)
+  # width 1 pays above alpha 0.3, width 2 above 0.37; rows that missed idle for a few rounds (a
+  # draft cache one idle round behind would still pass: every round feeds the last two tokens)
+  adaptive = specjax.Adaptive(prior=0.6, memory=0.6, relax=0.2, verify_costs=((0, 1.0), (1, 1.3), (2, 1.5)))
+  kw = dict(gamma=GAMMA, max_new_tokens=20, sampling=sampling, rng=jax.random.PRNGKey(3), adaptive=adaptive)
+  outs = [specjax.speculative_generate(target, cls(draft), prompts, lengths, **kw)
+          for cls in (specjax.drafters.DraftModel, AlwaysDrafts)]
+  idle, busy = outs[0].stats, outs[1].stats
+  assert idle["idle_rounds"] > 0 and busy["idle_rounds"] == 0, (idle, busy)
+  assert sum(idle["width_histogram"][1:]) > idle["idle_rounds"] / 4, idle  # drafting resumed after idling
+  np.testing.assert_array_equal(outs[0].tokens, outs[1].tokens)
+  for key in ("accepted_per_position", "drafted_per_position", "width_histogram", "submitted_histogram", "alpha"):
+    assert idle[key] == busy[key], key
+  if sampling.greedy:
+    np.testing.assert_array_equal(outs[0].tokens, specjax.generate(target, prompts, lengths,
+                                                                   max_new_tokens=20).tokens)
+
+
 def test_greedy_equality_ragged_batch_and_refill():
   """Adaptive on: greedy tokens equal autoregressive ones for a ragged batch, with refill, for a draft
   model (accepting at every depth) and for n-gram (which submits nothing without a match)."""

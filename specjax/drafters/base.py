@@ -24,6 +24,10 @@ fields). Per generation the loop calls, inside one ``jax.jit``:
 * ``commit(state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE) -> state``: after the
   accept rule; ``target_hidden`` holds the verify pass's hidden states (or ``feature_layers``'
   outputs, concatenated) along the accepted path.
+* ``idle(state, tokens_BxS, seq_len_B) -> state`` (optional): a round in which the loop decided,
+  from the rows' past alone, to verify no draft (the adaptive draft length expects no width to
+  pay for its cost): keep the state in step with the committed text without drafting. ``None``
+  (the default) means the drafter has nothing cheaper than ``propose``, which then runs as usual.
 
 ``Draft.q_BxGxV`` is the distribution each draft token was drawn from, after the same
 temperature/top-k/top-p as the target; deterministic drafters, and every drafter when greedy,
@@ -83,6 +87,7 @@ class Drafter:
     array_axes: logical axes of the drafter's own array fields, by field name, for sharding;
       fields not named are replicated; ``Model`` fields are sharded by their own rules.
     check_compatible(target): raises a clear error before anything compiles.
+    idle: None, or a method as above for a drafter whose drafting costs real time (a draft model).
     stopping_below(confidence): this drafter, told that no draft after its first position under
       ``confidence`` will be submitted (the loop's adaptive draft length cuts there); one that
       drafts token by token may stop computing there. Default: itself, unchanged.
@@ -119,6 +124,8 @@ class Drafter:
   def stopping_below(self, confidence: float) -> "Drafter":
     del confidence
     return self
+
+  idle = None  # or def idle(self, state, tokens_BxS, seq_len_B) -> state
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill: Prefill | None = None):
     raise NotImplementedError(f"{type(self).__name__} must define init")

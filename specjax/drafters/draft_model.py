@@ -67,16 +67,26 @@ class DraftModel(Drafter):
     return api.start(self.model, prompts_BxP, prompt_lengths_B, max_len)[0]
 
   def propose(self, cache, tokens_BxS, seq_len_B, gamma, sampling, rng):
-    # The cache may lack the last one or two committed tokens (a bonus round leaves the last
-    # draft unseen), so every round rolls back to seq_len - 2 and feeds two tokens; rewriting a
-    # slot with the same token at the same position is a no-op.
+    cache, logits_BxV = self._catch_up(cache, tokens_BxS, seq_len_B)
+    return self._draft(cache, logits_BxV, gamma, sampling, jax.random.split(rng, gamma))
+
+  def idle(self, cache, tokens_BxS, seq_len_B):
+    """A round with nothing drafted still feeds the committed tokens, so the next round's two
+    tokens find the rest in the cache: one draft-model pass instead of ``gamma``."""
+    return self._catch_up(cache, tokens_BxS, seq_len_B)[0]
+
+  def _catch_up(self, cache, tokens_BxS, seq_len_B):
+    """The cache through every committed token, and the logits after the last one.
+
+    The cache may lack the last one or two committed tokens (a bonus round leaves the last draft
+    unseen), so every round rolls back to seq_len - 2 and feeds two tokens; rewriting a slot with
+    the same token at the same position is a no-op."""
     start_B = jnp.maximum(seq_len_B - 2, 0)
     cache = cache.with_length(start_B)
     two_Bx2 = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(2)[None])
     logits_Bx2xV, _, cache = api.forward(self.model, two_Bx2, cache)
     logits_BxV = jnp.take_along_axis(logits_Bx2xV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
-    cache = cache.with_length(seq_len_B)
-    return self._draft(cache, logits_BxV, gamma, sampling, jax.random.split(rng, gamma))
+    return cache.with_length(seq_len_B), logits_BxV
 
   def _draft(self, cache, logits_BxV, gamma, sampling, rngs):
     """Position by position from the last committed token's logits; with ``stop_below``, only while
