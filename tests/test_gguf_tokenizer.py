@@ -8,6 +8,7 @@ import sys
 import textwrap
 import warnings
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tokenizers", reason="HFTokenizer needs `pip install tokenizers`")
@@ -17,6 +18,7 @@ from specjax import gguf_import  # noqa: E402
 from specjax.checkpoint import CheckpointError  # noqa: E402
 from specjax.data import gguf_tokenizer  # noqa: E402
 from specjax.data.hf_tokenizer import HFTokenizer  # noqa: E402
+from specjax.data.tokenizer import Tokenizer  # noqa: E402
 
 MODELS = ["smollm2-135m-instruct", "gemma3-270m", "qwen2.5-coder-0.5b-instruct"]
 
@@ -86,10 +88,35 @@ def test_vocab_and_specials(model):
     assert ref.special_tokens_map[key] == value
   assert ours.eos_ids[0] == ours.eos_id
   assert {t.content for t in ours.backend.get_added_tokens_decoder().values()} == set(ref.get_added_vocab())
+  for attr in ("vocab_size", "pad_id", "bos_id", "eos_id", "encode", "decode"):   # specjax's Tokenizer protocol
+    assert attr in dir(Tokenizer) or attr in Tokenizer.__annotations__
+    assert isinstance(getattr(ours, attr), int) or callable(getattr(ours, attr)), attr
   if name == "smollm2-135m-instruct":
-    assert set(ours.eos_ids) == {2, 0}
+    assert ours.vocab_size == 49152 and not ours.add_bos
+    assert ours.eos_id == 2 and ours.id_to_token(2) == "<|im_end|>"
+    assert set(ours.eos_ids) == {2, 0}          # <|im_end|>, <|endoftext|> (llama.cpp's stop set)
   elif name == "gemma3-270m":
-    assert ours.eos_ids == (1, 106)
+    assert ours.vocab_size == 262144 and ours.add_bos
+    assert ours.eos_ids == (1, 106)             # <eos>, <end_of_turn>, as Gemma 3's generation_config
+    assert ours.id_to_token(106) == "<end_of_turn>"
+
+
+def test_bos_and_special_strings(model):
+  _, ours, ref = model
+  ids = ours.encode("hello")
+  assert (ids[0] == ours.bos_id) == ours.add_bos
+  special = ref.convert_ids_to_tokens(ours.eos_ids[-1])   # <|im_end|>, <end_of_turn>, <|endoftext|>
+  body = ours.encode(special, add_special_tokens=False)
+  assert body == [ours.token_to_id(special)] and body[0] in ours.eos_ids
+
+
+def test_decode_round_trip(model):
+  _, ours, _ = model
+  for text in TEXTS:
+    assert ours.decode(ours.encode(text, add_special_tokens=False)) == text
+  ids = ours.encode("x = 1")
+  assert ours.decode(ids, skip_special_tokens=True) == "x = 1"
+  assert ours.decode(np.asarray(ids, np.int32)) == ours.decode(ids)     # jax/numpy arrays of ids decode
 
 
 def test_ids_equal_transformers(model):
@@ -135,7 +162,9 @@ def test_decode_equals_transformers(model):
 def test_chat_template_as_before(model):
   name, ours, ref = model
   if ref.chat_template is None:
-    assert ours.chat_template is None
+    assert ours.chat_template is None                   # the base Gemma GGUF ships none
+    with pytest.raises(ValueError, match="no chat template"):
+      ours.apply_chat_template([{"role": "user", "content": "hi"}])
     return
   assert ours.chat_template == ref.chat_template
   conversations = [
@@ -149,6 +178,8 @@ def test_chat_template_as_before(model):
       prompt = ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
       assert ours.apply_chat_template(messages, add_generation_prompt=gen) == prompt
       assert ours.encode(prompt, add_special_tokens=False) == ref.encode(prompt, add_special_tokens=False)
+    assert ours.encode(ours.apply_chat_template(messages), add_special_tokens=False) == ref.apply_chat_template(
+        messages, tokenize=True, add_generation_prompt=True, return_dict=False)
 
 
 def test_saved_and_reloaded(model, tmp_path):
@@ -156,8 +187,10 @@ def test_saved_and_reloaded(model, tmp_path):
   again = HFTokenizer.from_folder(ours.save(tmp_path / name))
   for text in TEXTS + DIGIT_SPLIT_TEXTS:
     assert again.encode(text) == ours.encode(text)
-  assert (again.eos_ids, again.chat_template, again.special_tokens) == (
-      ours.eos_ids, ours.chat_template, ours.special_tokens)
+    assert again.decode(ours.encode(text, add_special_tokens=False)) == text
+  for field in ("bos_id", "eos_id", "pad_id", "eos_ids", "add_bos", "add_eos", "chat_template",
+                "special_tokens", "unk_id", "vocab_size"):
+    assert getattr(again, field) == getattr(ours, field), field
 
 
 def test_folder_from_the_transformers_conversion_still_loads(tmp_path):

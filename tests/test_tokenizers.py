@@ -1,8 +1,8 @@
-"""HFTokenizer: the real models' tokenizers through `tokenizers`, checked against transformers'
-AutoTokenizer loaded from the same GGUF file. Each model is converted once per module."""
+"""HFTokenizer's folders (an HF save_pretrained folder, SentencePiece, its own saved form) and its
+errors. The real models' GGUF tokenizers against transformers' conversion of the same file (ids,
+decoding, special tokens, chat templates, saving): tests/test_gguf_tokenizer.py."""
 import json
 import sys
-import time
 
 import pytest
 
@@ -11,7 +11,6 @@ pytest.importorskip("tokenizers", reason="HFTokenizer needs `pip install tokeniz
 from specjax import gguf_import  # noqa: E402
 from specjax.checkpoint import CheckpointError  # noqa: E402
 from specjax.data.hf_tokenizer import SPECJAX_FILE, HFTokenizer  # noqa: E402
-from specjax.data.tokenizer import Tokenizer  # noqa: E402
 
 TEXTS = [
     "def fib(n: int) -> int:\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)  # slow\n",
@@ -29,33 +28,10 @@ TEXTS = [
     "0123456789 3.14159 1e10 0xFF",
 ]
 
-MODELS = ["smollm2-135m-instruct", "gemma3-270m"]
-TIMINGS = {}
-
 
 def _gguf(name):
   from specjax import registry  # pylint: disable=import-outside-toplevel
   return registry.gguf_path(name)  # a missing package fails, naming its pip command
-
-
-@pytest.fixture(scope="module", params=MODELS)
-def pair(request, tmp_path_factory):
-  """(name, HFTokenizer.from_gguf, transformers AutoTokenizer, folder the HFTokenizer was saved to)."""
-  pytest.importorskip("transformers", reason="the reference tokenizer needs transformers")
-  from transformers import AutoTokenizer  # pylint: disable=import-outside-toplevel
-  path = _gguf(request.param)
-  t0 = time.perf_counter()
-  tok = HFTokenizer.from_gguf(path)
-  t1 = time.perf_counter()
-  folder = tok.save(tmp_path_factory.mktemp(request.param))
-  t2 = time.perf_counter()
-  cached = HFTokenizer.from_folder(folder)
-  t3 = time.perf_counter()
-  TIMINGS[request.param] = dict(convert_s=t1 - t0, save_s=t2 - t1, cached_load_s=t3 - t2)
-  print(f"\n{request.param}: {TIMINGS[request.param]}")
-  with gguf_import.fast_reader_everywhere():  # the same fields, parsed ~3x faster
-    ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-  return request.param, tok, ref, cached
 
 
 @pytest.fixture(scope="module")
@@ -66,89 +42,6 @@ def smollm():
   with gguf_import.fast_reader_everywhere():
     ref = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
   return ("smollm2-135m-instruct", HFTokenizer.from_gguf(path), ref, None)
-
-
-def test_protocol_and_specials(pair):
-  name, tok, ref, _ = pair
-  for attr in ("vocab_size", "pad_id", "bos_id", "eos_id", "encode", "decode"):   # specjax's Tokenizer protocol
-    assert attr in dir(Tokenizer) or attr in Tokenizer.__annotations__
-    assert isinstance(getattr(tok, attr), int) or callable(getattr(tok, attr)), attr
-  assert tok.vocab_size == len(ref) == {"smollm2-135m-instruct": 49152, "gemma3-270m": 262144}[name]
-  assert (tok.bos_id, tok.eos_id) == (ref.bos_token_id, ref.eos_token_id)
-  assert tok.pad_id == ref.pad_token_id
-  assert tok.add_bos == ref.add_bos_token == (name == "gemma3-270m")
-  assert tok.eos_ids[0] == tok.eos_id
-  for key, value in tok.special_tokens.items():
-    assert ref.special_tokens_map[key] == value
-  if name == "smollm2-135m-instruct":
-    assert tok.eos_id == 2 and tok.id_to_token(2) == "<|im_end|>"
-    assert set(tok.eos_ids) == {2, 0}          # <|im_end|>, <|endoftext|> (llama.cpp's stop set)
-  else:
-    assert tok.eos_ids == (1, 106)               # <eos>, <end_of_turn>, as Gemma 3's generation_config
-    assert tok.id_to_token(106) == "<end_of_turn>"
-
-
-@pytest.mark.parametrize("text", TEXTS)
-def test_ids_equal_transformers(pair, text):
-  _, tok, ref, cached = pair
-  expected = ref.encode(text)
-  assert tok.encode(text) == expected
-  assert cached.encode(text) == expected
-  assert tok.encode(text, add_special_tokens=False) == ref.encode(text, add_special_tokens=False)
-  assert tok.decode(expected) == ref.decode(expected)
-  assert tok.decode(expected, skip_special_tokens=True) == ref.decode(expected, skip_special_tokens=True)
-
-
-def test_bos_and_special_strings(pair):
-  name, tok, _, _ = pair
-  ids = tok.encode("hello")
-  assert (ids[0] == tok.bos_id) == tok.add_bos
-  special = "<|im_end|>" if name == "smollm2-135m-instruct" else "<end_of_turn>"
-  body = tok.encode(special, add_special_tokens=False)
-  assert body == [tok.token_to_id(special)] and body[0] in tok.eos_ids
-
-
-def test_decode_round_trip(pair):
-  _, tok, _, cached = pair
-  for text in TEXTS:
-    ids = tok.encode(text, add_special_tokens=False)
-    assert tok.decode(ids) == text
-    assert cached.decode(ids) == text
-  ids = tok.encode("x = 1")
-  assert tok.decode(ids, skip_special_tokens=True) == "x = 1"
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  assert tok.decode(np.asarray(ids, np.int32)) == tok.decode(ids)     # jax/numpy arrays of ids decode
-
-
-def test_saved_folder_reads_back_identically(pair):
-  _, tok, _, cached = pair
-  for field in ("bos_id", "eos_id", "pad_id", "eos_ids", "add_bos", "add_eos", "chat_template",
-                "special_tokens", "unk_id", "vocab_size"):
-    assert getattr(cached, field) == getattr(tok, field), field
-
-
-def test_chat_template(pair):
-  name, tok, ref, cached = pair
-  if name != "smollm2-135m-instruct":
-    assert tok.chat_template is None                   # the base Gemma GGUF ships none
-    with pytest.raises(ValueError, match="no chat template"):
-      tok.apply_chat_template([{"role": "user", "content": "hi"}])
-    return
-  conversations = [
-      [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Was ist 2+2? 🤔"}],
-      [{"role": "user", "content": "Write a haiku about JAX."}],             # the template's default system
-      [{"role": "system", "content": "S"}, {"role": "user", "content": "a"},
-       {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}],
-  ]
-  for messages in conversations:
-    for gen in (True, False):
-      expected = ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
-      assert tok.apply_chat_template(messages, add_generation_prompt=gen) == expected
-      assert cached.apply_chat_template(messages, add_generation_prompt=gen) == expected
-    prompt = tok.apply_chat_template(messages)
-    assert prompt.endswith("<|im_start|>assistant\n")
-    assert tok.encode(prompt, add_special_tokens=False) == ref.apply_chat_template(
-        messages, tokenize=True, add_generation_prompt=True, return_dict=False)
 
 
 def test_hf_folder_from_save_pretrained(smollm, tmp_path):
