@@ -167,11 +167,13 @@ class Stats:
 @flax.struct.dataclass
 class Plan:
   """A round's decisions, made before the target's verify pass: the draft, the drafts each row
-  submits (None: every drafted node, trees), the index of the verify width, the accept rule's key."""
+  submits (None: every drafted node, trees), the index of the verify width, the accept rule's key,
+  and whether the drafter sat the round out (None: it cannot, ``Drafter.idle``)."""
   draft: Any
   num_B: jax.Array | None
   pick: jax.Array
   rng: jax.Array
+  idle: jax.Array | None = None
 
 
 def _start_speculative(target, drafter, max_len):
@@ -254,9 +256,8 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
       pick = choose(seen_B)
     if idle is not None:
       offered_B, pick = jnp.where(idle, 0, offered_B), jnp.where(idle, 0, pick)
-      stats = stats.replace(idle_rounds=stats.idle_rounds + idle.astype(jnp.int32))
     num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
-    return (rows, cache, drafter_state, alpha_B, rng, stats, queue), Plan(draft, num_B, pick, accept_rng)
+    return (rows, cache, drafter_state, alpha_B, rng, stats, queue), Plan(draft, num_B, pick, accept_rng, idle)
 
   def verify_plain(cache, last_B, p):  # trees, one compiled width, or width 0: the cache written in place
     if not is_chain:
@@ -287,7 +288,8 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                   stats.accepted_per_position + ((pos_G[None] < n_B[:, None]) * active_B[:, None]).sum(0),
                   stats.overlap_sum + (overlap_BxG * verified_BxG).sum(), stats.verified_positions + verified_BxG.sum(),
                   stats.submitted_hist.at[num_B].add(active_B),
-                  stats.width_hist.at[p.pick].add(1.0), stats.idle_rounds)
+                  stats.width_hist.at[p.pick].add(1.0),
+                  stats.idle_rounds + (0 if p.idle is None else p.idle.astype(jnp.int32)))
     if adaptive is not None:
       alpha_B = adaptive_lib.update(adaptive, alpha_B, num_B, n_B, active)
     drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
