@@ -38,14 +38,23 @@ confidence decides whether draft 1 is verified by looking at a function of draft
 biases the output at batch 1: tests/test_adaptive.py.) Greedy decoding may read everything: its
 output is the target's argmax whatever is submitted.
 
-``alpha_r`` moves toward each round's accept rate (weight ``1 - (1 - memory)^trials``) and, in
-rounds where the row submits nothing, back toward ``prior`` by ``relax``: a row that stopped
-drafting tries again now and then.
+``alpha_r`` starts at ``prior``, moves toward each round's accept rate (weight
+``1 - (1 - memory)^trials``) and, in rounds where the row submits nothing, back toward ``prior`` by
+the row's relax rate: a row that stopped drafting tries again now and then. The prior is optimistic
+(0.9) because a row learns its rate only from rounds that draft: from a prior below the rate at
+which the cheapest width pays, a row never drafts and never learns that its drafter is good
+(Qwen2.5-Coder-0.5B drafting for the 1.5B on a 2-core CPU needs about 0.69 and reaches 0.89; from
+0.5 it never drafted). The price is a few rejected rounds at the start where drafts are poor. So
+that poor drafts are not probed at that rate all along, a round whose submitted drafts are all
+rejected multiplies the row's relax rate by ``backoff``, and a round with an accepted draft resets it
+to ``relax``: a row whose probes keep failing probes ever less often.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -55,13 +64,14 @@ class Adaptive:
   confidence: float = 0.0     # stop a row at its first draft the drafter is less sure of (0: off)
   widths: tuple = ()          # draft counts the verify pass is compiled for; (): 0, 1, 2, 4, ..., gamma
   verify_slope: float = 0.2   # cost of each verified draft in target steps: v(w) = 1 + slope * w
-  prior: float = 0.5          # acceptance estimate a row starts from
+  prior: float = 0.9          # acceptance estimate a row starts from and returns to while idle
   memory: float = 0.3         # weight of one observed draft in the running estimate
-  relax: float = 0.05         # per round without drafts, the estimate moves this far back to prior
+  relax: float = 0.1          # per round without drafts, the estimate moves this far back to prior
+  backoff: float = 0.5        # a round whose drafts are all rejected multiplies the row's relax by this
   verify_costs: tuple = ()    # ((w, v(w)), ...): measured verify cost per width; others use the slope
 
   def __post_init__(self):
-    for name in ("confidence", "prior", "memory", "relax"):
+    for name in ("confidence", "prior", "memory", "relax", "backoff"):
       v = getattr(self, name)
       if not 0.0 <= v <= 1.0:
         raise ValueError(f"Adaptive.{name} must be in [0, 1], got {v!r}")
@@ -148,13 +158,28 @@ def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs
   return jnp.argmax(jnp.where(soonest_W, per_cost_W, -jnp.inf)).astype(jnp.int32)
 
 
-def update(adaptive: Adaptive, alpha_B, submitted_B, accepted_B, active_B):
-  """The running acceptance estimate after a round (rows that submitted nothing relax to the prior)."""
+class Estimate(NamedTuple):
+  """Per row: the running acceptance estimate, and how fast it returns to the prior while idle."""
+  alpha_B: jax.Array
+  relax_B: jax.Array
+
+
+def start(adaptive: Adaptive | None, batch: int) -> Estimate:
+  prior, relax = (adaptive.prior, adaptive.relax) if adaptive is not None else (0.0, 0.0)
+  return Estimate(jnp.full((batch,), prior, jnp.float32), jnp.full((batch,), relax, jnp.float32))
+
+
+def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, active_B) -> Estimate:
+  """The estimate after a round: rows that submitted drafts move toward the round's accept rate,
+  rows that submitted nothing relax toward the prior; all-rejected rounds slow the relaxing."""
+  alpha_B, relax_B = estimate
   rejected_B = (accepted_B < submitted_B).astype(jnp.float32)
   trials_B = accepted_B.astype(jnp.float32) + rejected_B
   rate_B = accepted_B / jnp.maximum(trials_B, 1.0)
   weight_B = 1.0 - (1.0 - adaptive.memory) ** trials_B
   observed_B = alpha_B + weight_B * (rate_B - alpha_B)
-  relaxed_B = alpha_B + adaptive.relax * (adaptive.prior - alpha_B)
-  new_B = jnp.where(submitted_B > 0, observed_B, relaxed_B)
-  return jnp.where(active_B, new_B, alpha_B)
+  relaxed_B = alpha_B + relax_B * (adaptive.prior - alpha_B)
+  drafted_B = active_B & (submitted_B > 0)
+  new_alpha_B = jnp.where(submitted_B > 0, observed_B, relaxed_B)
+  new_relax_B = jnp.where(accepted_B > 0, adaptive.relax, relax_B * adaptive.backoff)
+  return Estimate(jnp.where(active_B, new_alpha_B, alpha_B), jnp.where(drafted_B, new_relax_B, relax_B))

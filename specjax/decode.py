@@ -223,26 +223,26 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
   is_chain = drafter.tree is None
   widths = adaptive.widths_for(gamma) if (adaptive is not None and is_chain) else (gamma,)
   feature_layers = drafter.feature_layers
-  alpha_B = jnp.full(rows.seq_len_B.shape, adaptive.prior if adaptive is not None else 0.0, jnp.float32)
+  estimate = adaptive_lib.start(adaptive, rows.seq_len_B.shape[0])
 
   def plan(carry):
     """The round's draft and its verify width: everything decided before the target runs."""
-    rows, cache, drafter_state, alpha_B, rng, stats, queue = carry
+    rows, cache, drafter_state, estimate, rng, stats, queue = carry
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
     propose = lambda: drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
     if not is_chain:  # token trees verify every node
       drafter_state, draft = propose()
-      return (rows, cache, drafter_state, alpha_B, rng, stats, queue), Plan(draft, None, jnp.zeros((), jnp.int32),
+      return (rows, cache, drafter_state, estimate, rng, stats, queue), Plan(draft, None, jnp.zeros((), jnp.int32),
                                                                             accept_rng)
     # a fixed batch ends with its slowest row; with refill every row's tokens count
     remaining_B = None if queue is not None else max_new_tokens - rows.new_B
-    choose = lambda offered_B: adaptive_lib.choose_width(adaptive, widths, alpha_B, offered_B, ~rows.done_B,
+    choose = lambda offered_B: adaptive_lib.choose_width(adaptive, widths, estimate.alpha_B, offered_B, ~rows.done_B,
                                                          verify_costs_W, remaining_B)
     idle = None
     if len(widths) > 1 and drafter.idle is not None:
       # Width 0 even if every row offered gamma drafts: the rows' past alone says no draft pays, so
       # the drafter does not draft (fewer offered drafts never choose a wider pass).
-      idle = choose(jnp.full(alpha_B.shape, gamma, jnp.int32)) == 0
+      idle = choose(jnp.full(estimate.alpha_B.shape, gamma, jnp.int32)) == 0
       empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(propose)[1])
       drafter_state, draft = jax.lax.cond(
           idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty), propose)
@@ -257,7 +257,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     if idle is not None:
       offered_B, pick = jnp.where(idle, 0, offered_B), jnp.where(idle, 0, pick)
     num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
-    return (rows, cache, drafter_state, alpha_B, rng, stats, queue), Plan(draft, num_B, pick, accept_rng, idle)
+    return (rows, cache, drafter_state, estimate, rng, stats, queue), Plan(draft, num_B, pick, accept_rng, idle)
 
   def verify_plain(cache, last_B, p):  # trees, one compiled width, or width 0: the cache written in place
     if not is_chain:
@@ -276,7 +276,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
 
   def run(carry, p, verify):
     """One round: the planned verify pass, the accept rule's tokens appended, stats, refill."""
-    rows, cache, drafter_state, alpha_B, rng, stats, queue = carry
+    rows, cache, drafter_state, estimate, rng, stats, queue = carry
     active = ~rows.done_B
     cache, hidden, new_BxG1, n_B, overlap_BxG = verify(cache, _last_tokens(rows)[:, 0], p)
     num_B = jnp.full(n_B.shape, gamma, jnp.int32) if p.num_B is None else p.num_B
@@ -291,18 +291,18 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                   stats.width_hist.at[p.pick].add(1.0),
                   stats.idle_rounds + (0 if p.idle is None else p.idle.astype(jnp.int32)))
     if adaptive is not None:
-      alpha_B = adaptive_lib.update(adaptive, alpha_B, num_B, n_B, active)
+      estimate = adaptive_lib.update(adaptive, estimate, num_B, n_B, active)
     drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
     rows, _ = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
     cache = cache.with_length(rows.seq_len_B - 1)
     if queue is not None:  # continuous refill: finished rows take the next queued prompts
       queue, rows, ((cache, drafter_state),) = refill_lib.refill(queue, rows, ((cache, drafter_state),), (start,),
                                                                  output_fn)
-    return rows, cache, drafter_state, alpha_B, rng, stats, queue
+    return rows, cache, drafter_state, estimate, rng, stats, queue
 
   not_done = lambda c: ~jnp.all(c[0][0].done_B)
   round_then_plan = lambda verify: lambda c: plan(run(*c, verify))
-  carry = plan((rows, cache, drafter_state, alpha_B, rng, Stats.zeros(gamma, len(widths)), queue))
+  carry = plan((rows, cache, drafter_state, estimate, rng, Stats.zeros(gamma, len(widths)), queue))
   if not (is_chain and len(widths) > 1):
     carry = jax.lax.while_loop(not_done, round_then_plan(verify_plain), carry)
   else:

@@ -138,7 +138,8 @@ def test_idle_rounds_skip_drafting_and_change_nothing_else(target, sampling):
   lengths = np.array([6, 3, 5], np.int32)
   # width 1 pays above alpha 0.3, width 2 above 0.37; rows that missed idle for a few rounds (a
   # draft cache one idle round behind would still pass: every round feeds the last two tokens)
-  adaptive = specjax.Adaptive(prior=0.6, memory=0.6, relax=0.2, verify_costs=((0, 1.0), (1, 1.3), (2, 1.5)))
+  adaptive = specjax.Adaptive(prior=0.6, memory=0.6, relax=0.2, backoff=1.0,
+                              verify_costs=((0, 1.0), (1, 1.3), (2, 1.5)))
   kw = dict(gamma=GAMMA, max_new_tokens=20, sampling=sampling, rng=jax.random.PRNGKey(3), adaptive=adaptive)
   outs = [specjax.speculative_generate(target, cls(draft), prompts, lengths, **kw)
           for cls in (specjax.drafters.DraftModel, AlwaysDrafts)]
@@ -186,11 +187,43 @@ def test_width_choice_and_update_rules():
   assert widths[int(adaptive_lib.choose_width(ad, widths, jnp.array([0.95, 0.95]), jnp.array([4, 4]), active))] == 4
   # nothing offered: no width beyond 0 can gain anything
   assert widths[int(adaptive_lib.choose_width(ad, widths, jnp.array([0.95, 0.95]), jnp.array([0, 0]), active))] == 0
-  alpha = adaptive_lib.update(ad, jnp.array([0.5, 0.5, 0.5]), jnp.array([4, 0, 3]), jnp.array([4, 0, 0]),
-                              jnp.array([True, True, True]))
-  assert alpha[0] > 0.5 and alpha[2] < 0.5 and alpha[1] == pytest.approx(0.5)
+  ad = specjax.Adaptive(prior=0.5, relax=0.1, backoff=0.5)
+  before = adaptive_lib.Estimate(jnp.array([0.5, 0.3, 0.5, 0.5]), jnp.array([0.1, 0.1, 0.1, 0.025]))
+  alpha, relax = adaptive_lib.update(ad, before, jnp.array([4, 0, 3, 3]), jnp.array([4, 0, 0, 1]),
+                                     jnp.array([True, True, True, True]))
+  assert alpha[0] > 0.5 and alpha[2] < 0.5 and alpha[1] == pytest.approx(0.3 + 0.1 * 0.2)
+  # all rejected: the row returns to the prior more slowly; an accepted draft restores the rate
+  np.testing.assert_allclose(relax, [0.1, 0.1, 0.05, 0.1])
   with pytest.raises(ValueError, match="confidence"):
     specjax.Adaptive(confidence=1.5)
+
+
+def _probe_rounds(ad, accepts, rounds=120):
+  """Rounds in which one row drafts, run through choose_width and update (``accepts``: the row's
+  drafts are always accepted, else always rejected)."""
+  widths, estimate, drafted = ad.widths_for(4), adaptive_lib.start(ad, 1), []
+  for r in range(rounds):
+    w = widths[int(adaptive_lib.choose_width(ad, widths, estimate.alpha_B, jnp.array([4]), jnp.array([True])))]
+    if w:
+      drafted.append(r)
+    estimate = adaptive_lib.update(ad, estimate, jnp.array([w]), jnp.array([w if accepts else 0]),
+                                   jnp.array([True]))
+  return drafted
+
+
+def test_default_prior_escapes_the_trap_and_failed_probes_back_off():
+  """Costs at which a draft pays only above alpha ~0.69 (Qwen2.5-Coder 0.5B for 1.5B on a 2-core
+  CPU): a good drafter drafts from the first round with the default prior, where a prior of 0.5 never
+  drafts and so never learns; a drafter that is always rejected probes again after idle rounds,
+  ever less often."""
+  costs = ((0, 1.0), (1, 2.19), (2, 2.34), (4, 2.72))
+  assert _probe_rounds(specjax.Adaptive(verify_costs=costs), accepts=True) == list(range(120))
+  assert _probe_rounds(specjax.Adaptive(verify_costs=costs, prior=0.5), accepts=True) == []
+  probes = _probe_rounds(specjax.Adaptive(verify_costs=costs), accepts=False)
+  gaps = np.diff(probes)
+  assert probes[0] == 0 and len(probes) >= 4 and np.all(gaps[1:] > gaps[:-1]), probes
+  no_backoff = _probe_rounds(specjax.Adaptive(verify_costs=costs, backoff=1.0), accepts=False)
+  assert len(no_backoff) > len(probes) and len(set(np.diff(no_backoff)[1:])) == 1, no_backoff
 
 
 def test_fixed_batch_width_follows_the_row_that_finishes_last():
