@@ -155,26 +155,28 @@ def test_idle_rounds_skip_drafting_and_change_nothing_else(target, sampling):
 
 
 def test_greedy_equality_ragged_batch_and_refill():
-  """Adaptive on: greedy tokens equal autoregressive ones for a ragged batch, with refill, for a draft
-  model (accepting at every depth) and for n-gram (which submits nothing without a match)."""
+  """Adaptive on: greedy tokens equal autoregressive ones for a ragged batch, for a draft model
+  (accepting at every depth) and for n-gram (which submits nothing without a match), and with refill."""
   target = testing.tiny_decoder(vocab_size=64, seed=0)
   rng = np.random.default_rng(0)
   prompts = rng.integers(1, 64, (5, 9)).astype(np.int32)
   lengths = np.array([9, 4, 7, 2, 9], np.int32)
   base = specjax.generate(target, prompts, lengths, max_new_tokens=24)
   adaptive = specjax.Adaptive(confidence=0.1, verify_slope=0.05)
-  for drafter in (specjax.drafters.DraftModel(testing.perturbed(target, 0.02, seed=2)), specjax.drafters.NGram(3)):
-    for batch_size in (None, 2):
-      out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=4, max_new_tokens=24,
-                                         adaptive=adaptive, batch_size=batch_size)
-      np.testing.assert_array_equal(out.tokens, base.tokens)
-      np.testing.assert_array_equal(out.lengths, base.lengths)
-      st = out.stats
-      assert sum(st["submitted_histogram"]) == st["row_iterations"]
-      if isinstance(drafter, specjax.drafters.DraftModel):
-        assert min(st["accepted_per_position"]) > 0, st
-      else:
-        assert st["submitted_histogram"][0] > 0 and st["width_histogram"][0] > 0, st  # no match: plain steps
+  draft_model = specjax.drafters.DraftModel(testing.perturbed(target, 0.02, seed=2))
+  # a draft model with refill: the exactness matrix's greedy cell draft_model/adaptive-refill
+  ngram = specjax.drafters.NGram(3)
+  for drafter, batch_size in ((draft_model, None), (ngram, None), (ngram, 2)):
+    out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=4, max_new_tokens=24,
+                                       adaptive=adaptive, batch_size=batch_size)
+    np.testing.assert_array_equal(out.tokens, base.tokens)
+    np.testing.assert_array_equal(out.lengths, base.lengths)
+    st = out.stats
+    assert sum(st["submitted_histogram"]) == st["row_iterations"]
+    if drafter is draft_model:
+      assert min(st["accepted_per_position"]) > 0, st
+    else:
+      assert st["submitted_histogram"][0] > 0 and st["width_histogram"][0] > 0, st  # no match: plain steps
 
 
 def test_width_choice_and_update_rules():

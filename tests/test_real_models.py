@@ -131,10 +131,10 @@ def test_cli_run_prints_text_speedup_and_identity(capsys, monkeypatch):
   assert summary["target"] == "smollm2-135m-instruct" and summary["eos_id"] == 2
 
 
-# the drafters shipped under specjax/assets for each real target, as the registry builds them (kind, options)
+# the drafters shipped under specjax/assets for each real target, as the registry builds them (kind, options);
+# token trees on a real target: Medusa's (SpecInfer's tree verify is the same, tests/test_hf_families.py)
 SHIPPED = {
     "smollm2-135m-instruct": [("draft_model", {"checkpoint": "smollm2/draft_lm", "gamma": 3}),
-                              ("specinfer", {"checkpoint": "smollm2/draft_lm", "paths": "chain3+1x1", "gamma": 3}),
                               ("mtp", {"checkpoint": "smollm2/mtp", "gamma": 3}),
                               ("medusa", {"checkpoint": "smollm2/medusa", "tree": "chain3+1x2", "gamma": 3})],
     "gemma3-270m": [("medusa", {"checkpoint": "gemma3/medusa", "tree": "chain3+1x2", "gamma": 3})],

@@ -108,17 +108,3 @@ def test_bad_batch_size_is_an_error(target, queue):
     specjax.generate(target, *queue, max_new_tokens=N, batch_size=0)
   with pytest.raises(ValueError, match="does not support mesh"):
     specjax.generate(target, *queue, max_new_tokens=N, batch_size=2, mesh=specjax.sharding.make_mesh("1x1"))
-
-
-def test_cli_refill_decodes_every_prompt_of_the_file(tmp_path):
-  from specjax import experiment  # pylint: disable=import-outside-toplevel
-  from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
-  import pathlib  # pylint: disable=import-outside-toplevel
-  path = tmp_path / "prompts.txt"
-  path.write_text("def add(a, b):\nclass Point:\nimport os\n")
-  config = sibling_config(str(pathlib.Path(experiment.__file__).parents[1] / "configs" / "demo.py"), "demo")
-  config.update(dict(prompts_file=str(path), batch_size=2, refill=True, max_new_tokens=6, repeats=1))
-  config.drafter.gamma = 2
-  summary = experiment.run(config, verbose=False)
-  assert summary["refill"] and summary["batch_size"] == 2 and summary["num_prompts"] == 3
-  assert summary["identical_to_autoregressive"]
