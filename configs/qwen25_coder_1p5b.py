@@ -33,10 +33,6 @@ def get_config(arg: str | None = None):
               "scan_layers": "auto"}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype;
   # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
   c.drafter = drafter_section(kind, **DRAFTERS[kind])
-  # Fixed gamma for the draft model: on a 2-core CPU the loop-measured costs (2.2-2.7 idle rounds per
-  # round at widths 1-4) leave rows at the starting estimate alpha 0.5 never drafting, and an idle
-  # round still feeds the 0.5B model (docs/results.md, Spec-Bench-format suite: 0.76x adaptive, 0.99x fixed).
-  c.adaptive = kind != "draft_model"
   c.chat = True
   c.prompt = "Write a Python function that returns the n-th Fibonacci number, with a docstring."
   c.max_new_tokens = 128
