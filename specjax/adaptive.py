@@ -179,7 +179,7 @@ def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, acti
   weight_B = 1.0 - (1.0 - adaptive.memory) ** trials_B
   observed_B = alpha_B + weight_B * (rate_B - alpha_B)
   relaxed_B = alpha_B + relax_B * (adaptive.prior - alpha_B)
-  drafted_B = active_B & (submitted_B > 0)
-  new_alpha_B = jnp.where(submitted_B > 0, observed_B, relaxed_B)
-  new_relax_B = jnp.where(accepted_B > 0, adaptive.relax, relax_B * adaptive.backoff)
-  return Estimate(jnp.where(active_B, new_alpha_B, alpha_B), jnp.where(drafted_B, new_relax_B, relax_B))
+  backed_off_B = jnp.where(accepted_B > 0, adaptive.relax, relax_B * adaptive.backoff)
+  drafted_B = submitted_B > 0
+  new = Estimate(jnp.where(drafted_B, observed_B, relaxed_B), jnp.where(drafted_B, backed_off_B, relax_B))
+  return jax.tree.map(lambda n, o: jnp.where(active_B, n, o), new, estimate)
