@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 
 import jax
@@ -24,9 +25,19 @@ import numpy as np
 from specjax.models import api
 
 
+SAMPLE_SECONDS = 0.05  # a timed sample this long is well above timer and dispatch noise
+
+
 def median_time(fn, repeats: int, inner: int = 1) -> tuple:
-  """(last output, median seconds per call); ``inner`` calls per sample tame timer noise."""
+  """(last output, median seconds per call); up to ``inner`` calls per sample tame timer noise.
+
+  A call that alone takes ``SAMPLE_SECONDS`` or more needs no company: the sample then holds only
+  as many calls as reach that length (a 135M-parameter step on a CPU: 1-2 calls, not 10)."""
   out = jax.block_until_ready(fn())
+  if inner > 1:
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    inner = min(inner, max(1, math.ceil(SAMPLE_SECONDS / max(time.perf_counter() - t0, 1e-9))))
   times = []
   for _ in range(max(repeats, 1)):
     t0 = time.perf_counter()

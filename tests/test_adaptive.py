@@ -102,8 +102,8 @@ def test_draft_model_stops_drafting_where_nothing_more_is_submitted(target, draf
   drafts = []
   for drafter in (full, stopping):
     state = drafter.init(None, prompts, lengths, max_len)
-    drafts.append(jax.jit(drafter.propose, static_argnums=(3, 4))(state, tokens, lengths, G, sampling,
-                                                                    jax.random.PRNGKey(7))[1])
+    propose = jax.jit(lambda d, *a: d.propose(*a, G, sampling, jax.random.PRNGKey(7)))  # weights as arguments
+    drafts.append(propose(drafter, state, tokens, lengths)[1])
   ad = specjax.Adaptive(confidence=0.7)
   offered = [np.asarray(adaptive_lib.offered(d, G, ad)) for d in drafts]
   np.testing.assert_array_equal(offered[0], offered[1])

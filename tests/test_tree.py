@@ -197,8 +197,8 @@ def test_specinfer_level_by_level_drafting_matches_a_full_forward(target, shape)
   max_len = prompts.shape[1] + tree.num_nodes + 2
   state = drafter.init(target, jnp.asarray(prompts), jnp.asarray(lengths), max_len)
   tokens_BxS = jnp.zeros((2, max_len), jnp.int32).at[:, :prompts.shape[1]].set(prompts)
-  _, draft = jax.jit(drafter.propose, static_argnums=(3, 4))(state, tokens_BxS, jnp.asarray(lengths),
-                                                              tree.max_depth, t1, jax.random.PRNGKey(0))
+  propose = jax.jit(lambda d, *a: d.propose(*a, tree.max_depth, t1, jax.random.PRNGKey(0)))  # weights as arguments
+  _, draft = propose(drafter, state, tokens_BxS, jnp.asarray(lengths))
   nodes = np.concatenate([np.zeros((2, 1), np.int32), np.asarray(draft.tokens_BxG)], axis=1)
   for b in range(2):
     for i in range(1, tree.num_nodes):

@@ -37,54 +37,60 @@ COLUMNS = [("batch", "B", "{}"), ("ar_ms_per_step", "AR ms/step", "{:.2f}"),
            ("pieces_ms", "sum of pieces", "{:.2f}"), ("iteration_in_loop_ms", "iteration in loop", "{:.2f}")]
 
 
-def per_call(body, carry, repeats):
-  """Seconds per ``body(i, carry) -> carry`` when run LOOPED times in a ``fori_loop``."""
+def per_call(body, carry, operands, repeats):
+  """Seconds per ``body(i, carry, operands) -> carry`` when run LOOPED times in a ``fori_loop``.
+
+  ``operands`` (models, drafters, arrays) enter the jit as arguments: weights closed over would be
+  baked into the program as constants, which costs XLA seconds to compile for a 10M-parameter model.
+  """
   import jax  # pylint: disable=import-outside-toplevel
   from specjax import measure  # pylint: disable=import-outside-toplevel
-  looped = jax.jit(lambda c: jax.lax.fori_loop(0, LOOPED, body, c))
-  return measure.median_time(lambda: looped(carry), repeats)[1] / LOOPED
+  looped = jax.jit(lambda c, ops: jax.lax.fori_loop(0, LOOPED, lambda i, c: body(i, c, ops), c))
+  return measure.median_time(lambda: looped(carry, operands), repeats)[1] / LOOPED
 
 
-def target_pass(target, tokens_BxT):
+def target_pass(i, carry, operands):
+  """One target pass over ``tokens_BxT``; operands ``(target, tokens_BxT)``."""
   from specjax.models import api  # pylint: disable=import-outside-toplevel
-
-  def body(i, carry):  # the pass's cache writes stay uncommitted: the length is unchanged
-    cache, acc = carry
-    logits_BxTxV, _, new = api.forward(target, tokens_BxT + 0 * i, cache)
-    return new.with_length(cache.length_B), acc + logits_BxTxV[:, -1, :8].sum()
-  return body
+  target, tokens_BxT = operands
+  cache, acc = carry  # the pass's cache writes stay uncommitted: the length is unchanged
+  logits_BxTxV, _, new = api.forward(target, tokens_BxT + 0 * i, cache)
+  return new.with_length(cache.length_B), acc + logits_BxTxV[:, -1, :8].sum()
 
 
-def draft_body(drafter, tokens_BxS, seq_len_B, gamma):
+def draft_body(gamma):
+  """``drafter.propose`` for ``gamma`` tokens; operands ``(drafter, tokens_BxS, seq_len_B)``."""
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
 
-  def body(i, carry):  # i enters the (unused) last slot so a stateless drafter is not hoisted
+  def body(i, carry, operands):
+    drafter, tokens_BxS, seq_len_B = operands
     state, acc = carry
-    tokens = tokens_BxS.at[:, -1].set(i)
+    tokens = tokens_BxS.at[:, -1].set(i)  # i enters the (unused) last slot so a stateless drafter is not hoisted
     state, draft = drafter.propose(state, tokens, seq_len_B, gamma, specjax.Sampling(), jax.random.PRNGKey(i))
     return state, acc + draft.tokens_BxG.sum()
   return body
 
 
-def accept_body(logits_BxTxV, tokens_BxT):
+def accept_body(i, acc, operands):
+  """The greedy rule on fixed verify logits; operands ``(logits_BxTxV, tokens_BxT)``."""
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from specjax import accept, sampling as sampling_lib, tree as tree_lib  # pylint: disable=import-outside-toplevel
+  logits_BxTxV, tokens_BxT = operands
   chain = tree_lib.chain(tokens_BxT.shape[1] - 1)
-
-  def body(i, acc):  # i enters the logits so the rule is not hoisted out of the loop
-    best_BxT = sampling_lib.argmax(logits_BxTxV + i.astype(jnp.float32) * 1e-30)
-    leaf_B, next_B = accept.greedy_from_argmax(best_BxT, tokens_BxT, chain)
-    return acc + leaf_B.sum() + next_B.sum()
-  return body
+  best_BxT = sampling_lib.argmax(logits_BxTxV + i.astype(jnp.float32) * 1e-30)  # i: not hoisted out of the loop
+  leaf_B, next_B = accept.greedy_from_argmax(best_BxT, tokens_BxT, chain)
+  return acc + leaf_B.sum() + next_B.sum()
 
 
-def commit_body(drafter, new_BxG1, n_B, hidden, max_new):
-  """``drafter.commit``, then the kept tokens (n + 1 per row, up to ``max_new`` in all) written into the rows."""
+def commit_body(max_new):
+  """``drafter.commit``, then the kept tokens (n + 1 per row, up to ``max_new`` in all) written into the
+  rows; operands ``(drafter, new_BxG1, n_B, hidden)``."""
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from specjax.models import kv_cache  # pylint: disable=import-outside-toplevel
 
-  def body(i, carry):
+  def body(i, carry, operands):
+    drafter, new_BxG1, n_B, hidden = operands
     state, tokens_BxS, seq_len_B, new_B, cache = carry
     state = drafter.commit(state, tokens_BxS, seq_len_B, n_B, hidden)
     count_B = jnp.minimum(n_B + 1, max_new - new_B)
@@ -122,21 +128,22 @@ def profile_batch(target, drafter, b, cfg, rates) -> dict:
   # -- speculative iteration, piece by piece
   prefill = jax.jit(api.start, static_argnums=3)
   cache, tokens_BxS, seq_len_B = prefill(target, jnp.asarray(prompts), jnp.asarray(lengths), max_len)
-  state = jax.jit(drafter.init, static_argnums=3)(target, jnp.asarray(prompts), jnp.asarray(lengths), max_len)
+  init = jax.jit(lambda d, *a: d.init(*a, max_len))  # the drafter an argument, not baked-in constants
+  state = init(drafter, target, jnp.asarray(prompts), jnp.asarray(lengths))
   zero = jnp.zeros((), jnp.float32)
-  t_draft = per_call(draft_body(drafter, tokens_BxS, seq_len_B, g), (state, jnp.zeros((), jnp.int32)), reps)
-  _, draft = jax.jit(drafter.propose, static_argnums=(3, 4))(state, tokens_BxS, seq_len_B, g, specjax.Sampling(),
-                                                             jax.random.PRNGKey(0))
+  t_draft = per_call(draft_body(g), (state, jnp.zeros((), jnp.int32)), (drafter, tokens_BxS, seq_len_B), reps)
+  propose = jax.jit(lambda d, *a: d.propose(*a, g, specjax.Sampling(), jax.random.PRNGKey(0)))
+  _, draft = propose(drafter, state, tokens_BxS, seq_len_B)
   verify_in = jnp.concatenate([tokens_BxS[:, p - 1:p], draft.tokens_BxG], axis=1)
-  t_verify = per_call(target_pass(target, verify_in), (cache, zero), reps)
-  t_one = per_call(target_pass(target, verify_in[:, :1]), (cache, zero), reps)
-  logits = jax.jit(lambda c, t: api.forward(target, t, c)[0])(cache, verify_in)
-  t_accept = per_call(accept_body(logits, verify_in), jnp.zeros((), jnp.int32), reps)
+  t_verify = per_call(target_pass, (cache, zero), (target, verify_in), reps)
+  t_one = per_call(target_pass, (cache, zero), (target, verify_in[:, :1]), reps)
+  logits = jax.jit(lambda m, c, t: api.forward(m, t, c)[0])(target, cache, verify_in)
+  t_accept = per_call(accept_body, jnp.zeros((), jnp.int32), (logits, verify_in), reps)
   n_B = jnp.full((b,), g // 2, jnp.int32)
   new_BxG1 = jnp.concatenate([draft.tokens_BxG, draft.tokens_BxG[:, :1]], 1)
   hidden = jnp.zeros((b, g + 1, target.config.d_model))
-  t_commit = per_call(commit_body(drafter, new_BxG1, n_B, hidden, n),
-                      (state, tokens_BxS, seq_len_B, jnp.zeros_like(seq_len_B), cache), reps)
+  t_commit = per_call(commit_body(n), (state, tokens_BxS, seq_len_B, jnp.zeros_like(seq_len_B), cache),
+                      (drafter, new_BxG1, n_B, hidden), reps)
   spec = lambda: specjax.speculative_generate(target, drafter, prompts, lengths, gamma=g, max_new_tokens=n,
                                               max_len=max_len)
   out, t_spec = measure.median_time(spec, reps)

@@ -49,7 +49,8 @@ def teacher_labels(target, tok, folder: pathlib.Path, minutes: float, seed: int)
   if minutes > 0:
     root = code_corpus.stdlib_root()
     files = [f for f in code_corpus.stdlib_files() if not code_corpus.is_held_out(str(f.relative_to(root)))]
-    fwd = jax.jit(lambda ids: jnp.argmax(specjax.logits(target, ids), -1).astype(jnp.int32))
+    # the target an argument: weights closed over would compile in as constants (slow to compile)
+    fwd = jax.jit(lambda model, ids: jnp.argmax(specjax.logits(model, ids), -1).astype(jnp.int32))
     t0, i = time.time(), 0
     with tqdm(desc="teacher labels (stdlib crops)", mininterval=10) as bar:
       while time.time() - t0 < minutes * 60:
@@ -64,7 +65,7 @@ def teacher_labels(target, tok, folder: pathlib.Path, minutes: float, seed: int)
             if len(ids) >= LABEL_SEQ:
               rows.append(ids[:LABEL_SEQ])
           ids = np.asarray(rows, np.int32)
-          np.savez(path.with_name(f"tmp{i}.npz"), inputs=ids, labels=np.asarray(fwd(jnp.asarray(ids))))
+          np.savez(path.with_name(f"tmp{i}.npz"), inputs=ids, labels=np.asarray(fwd(target, jnp.asarray(ids))))
           path.with_name(f"tmp{i}.npz").rename(path)
         i += 1
         bar.update(1)
