@@ -104,6 +104,7 @@ def _run_workers(tag: str, *args) -> list:
   port = _free_port()
   env = sharding.force_cpu_devices_env(4)
   env["JAX_PLATFORMS"] = "cpu"
+  env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"  # small programs: compile fast, as the suite does
   procs = [subprocess.Popen([sys.executable, __file__, str(i), str(port), *map(str, args)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=os.path.dirname(os.path.dirname(__file__)))

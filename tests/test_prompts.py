@@ -176,6 +176,7 @@ def test_cli_prompts_file_refill_outputs_jsonl_and_compilation_cache(tmp_path):
   env = dict(os.environ, SPECJAX_CACHE=str(tmp_path / "cache"))
   env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the CLI's own cache, under SPECJAX_CACHE
   env.pop("JAX_PLATFORMS", None)
+  env["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"  # small programs: compile fast, as the suite does
   env["XLA_FLAGS"] = re.sub(r"--xla_force_host_platform_device_count=\d+", "", env.get("XLA_FLAGS", "")).strip()
   proc = subprocess.run([sys.executable, "-m", "specjax.run", f"--config={config}",
                          f"--config.prompts_file={prompts_file}", f"--config.output={out}",

@@ -136,7 +136,6 @@ def test_make_drafter_specs(tmp_path, tiny_bundle):
     specbench.make_drafter("ngarm", target)
 
 
-@pytest.mark.xla_optimized
 def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   questions = tmp_path / "q.jsonl"
   # each category's first question, cut to 200 characters: one padded width (256 byte tokens) keeps this to one

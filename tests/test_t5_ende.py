@@ -247,10 +247,10 @@ def test_training_learns_to_read_the_encoder(tmp_path):
   train, held = rows(4000), rows(128)
   module = T5(T5Config(vocab_size=vocab_size, d_model=64, num_encoder_layers=2, num_decoder_layers=2, num_heads=4,
                        head_dim=16, mlp_dim=128, relative_attention_num_buckets=32, relative_attention_max_distance=128))
-  cfg = loop.TrainConfig(steps=600, learning_rate=3e-3, warmup_steps=20, checkpoint_every=10_000)
+  cfg = loop.TrainConfig(steps=400, learning_rate=5e-3, warmup_steps=20, checkpoint_every=10_000)
   params = loop.train(bundle.init_model(module, 0).params, seq2seq.ce_loss(module),
                       seq2seq.Batches(train, 0, buckets=((16, 64),)), cfg, tmp_path, desc="reverse")
   acc = seq2seq.eval_metrics(seq2seq.ce_loss(module), params, held, max_pairs=128)["token_accuracy"]
   shuffled = seq2seq.Tokenized(held.enc[1:] + held.enc[:1], held.dec)
   acc_shuffled = seq2seq.eval_metrics(seq2seq.ce_loss(module), params, shuffled, max_pairs=128)["token_accuracy"]
-  assert acc > 0.75 and acc_shuffled < 0.3, (acc, acc_shuffled)  # 600 steps: 0.86 vs 0.04
+  assert acc > 0.75 and acc_shuffled < 0.3, (acc, acc_shuffled)  # 400 steps: 0.81 vs 0.04
