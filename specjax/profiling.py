@@ -45,8 +45,8 @@ def machine_rates(copy_mb: int = 128, matmul_n: int = 1024, loops: int = 8) -> d
   stream = jax.jit(lambda a: jax.lax.fori_loop(0, loops, lambda i, a: a * 1.0000001, a))
   t_copy = _best_time(lambda: stream(x)) / loops
   m = jnp.full((matmul_n, matmul_n), 1.0 / matmul_n, jnp.float32)
-  mm = jax.jit(lambda a: jax.lax.fori_loop(0, loops, lambda i, a: a @ m, a))
-  t_mm = _best_time(lambda: mm(m)) / loops
+  mm = jax.jit(lambda a, b: jax.lax.fori_loop(0, loops, lambda i, a: a @ b, a))  # b an argument, not a constant
+  t_mm = _best_time(lambda: mm(m, m)) / loops
   return {"copy_bytes_per_s": 2 * x.nbytes / t_copy, "matmul_flops_per_s": 2 * matmul_n ** 3 / t_mm}
 
 

@@ -31,6 +31,11 @@ if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
   os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
+# A jitted function that closes over weights compiles them into the program as constants: seconds of
+# XLA time for a 10M-parameter model, minutes for a real one. jax warns past this many bytes (by
+# default 2 GB); pyproject.toml turns the warning into an error. Pass weights as arguments instead.
+os.environ.setdefault("JAX_CAPTURED_CONSTANTS_WARN_BYTES", str(2**20))
+
 import pytest  # noqa: E402  (after XLA_FLAGS on purpose)
 
 

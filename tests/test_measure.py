@@ -1,5 +1,10 @@
-"""specjax.measure's timing helpers: how many calls a sample holds."""
+"""specjax.measure's timing helpers (how many calls a sample holds), and the suite's guard against
+weights compiled into programs as constants."""
 import time
+
+import jax
+import jax.numpy as jnp
+import pytest
 
 from specjax import measure
 
@@ -25,3 +30,12 @@ def test_a_long_call_is_timed_alone_and_a_short_one_in_company():
   plain, plain_calls = _counting(0.0)
   measure.median_time(plain, repeats=2)  # inner=1: no probe call
   assert len(plain_calls) == 1 + 2
+
+
+def test_weights_closed_over_by_a_jit_fail_the_suite():
+  """tests/conftest.py + pyproject.toml: a jitted function that closes over more than 1 MB of arrays
+  (compiled in as constants, slow to compile) is an error; the same arrays as an argument are fine."""
+  weights = jnp.ones((2**19,), jnp.float32)  # 2 MB
+  with pytest.raises(UserWarning, match="constants were captured"):
+    jax.jit(lambda x: x * weights.sum())(jnp.ones(()))
+  assert float(jax.jit(lambda x, w: x * w.sum())(jnp.ones(()), weights)) == 2**19
