@@ -132,13 +132,15 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
 
 
 @functools.partial(jax.jit, static_argnames=("max_len",))
-def _init_state(target, drafter, prompts_BxP, lengths_B, *, max_len):
+def initial_state(target, drafter, prompts_BxP, lengths_B, *, max_len):
+  """``(drafter state after the prompt, tokens_BxS)``; the drafter is an argument, not compiled-in constants."""
   tokens_BxS = jnp.zeros((prompts_BxP.shape[0], max_len), jnp.int32).at[:, :prompts_BxP.shape[1]].set(prompts_BxP)
   return drafter.init(target, prompts_BxP, lengths_B, max_len), tokens_BxS
 
 
 @functools.partial(jax.jit, static_argnames=("gamma", "sampling"))
-def _propose(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling):
+def propose_tokens(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling):
+  """One ``drafter.propose`` round: its ``tokens_BxG``."""
   return drafter.propose(state, tokens_BxS, lengths_B, gamma, sampling, rng)[1].tokens_BxG
 
 
@@ -146,9 +148,9 @@ def drafter_round_seconds(target, drafter, prompts_BxP, lengths_B, gamma: int, s
                           repeats: int = 5) -> float:
   """Seconds of one ``drafter.propose`` round of ``gamma`` drafts, from the state after the prompt."""
   prompts_BxP, lengths_B = jnp.asarray(prompts_BxP, jnp.int32), jnp.asarray(lengths_B, jnp.int32)
-  state, tokens_BxS = _init_state(target, drafter, prompts_BxP, lengths_B, max_len=max_len)
+  state, tokens_BxS = initial_state(target, drafter, prompts_BxP, lengths_B, max_len=max_len)
   rng = jax.random.PRNGKey(0)
-  return median_time(lambda: _propose(drafter, state, tokens_BxS, lengths_B, rng, gamma=gamma, sampling=sampling),
+  return median_time(lambda: propose_tokens(drafter, state, tokens_BxS, lengths_B, rng, gamma=gamma, sampling=sampling),
                      repeats, inner=10)[1]
 
 

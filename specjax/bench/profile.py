@@ -128,19 +128,18 @@ def profile_batch(target, drafter, b, cfg, rates) -> dict:
   # -- speculative iteration, piece by piece
   prefill = jax.jit(api.start, static_argnums=3)
   cache, tokens_BxS, seq_len_B = prefill(target, jnp.asarray(prompts), jnp.asarray(lengths), max_len)
-  init = jax.jit(lambda d, *a: d.init(*a, max_len))  # the drafter an argument, not baked-in constants
-  state = init(drafter, target, jnp.asarray(prompts), jnp.asarray(lengths))
+  state, _ = measure.initial_state(target, drafter, jnp.asarray(prompts), jnp.asarray(lengths), max_len=max_len)
   zero = jnp.zeros((), jnp.float32)
   t_draft = per_call(draft_body(g), (state, jnp.zeros((), jnp.int32)), (drafter, tokens_BxS, seq_len_B), reps)
-  propose = jax.jit(lambda d, *a: d.propose(*a, g, specjax.Sampling(), jax.random.PRNGKey(0)))
-  _, draft = propose(drafter, state, tokens_BxS, seq_len_B)
-  verify_in = jnp.concatenate([tokens_BxS[:, p - 1:p], draft.tokens_BxG], axis=1)
+  draft_BxG = measure.propose_tokens(drafter, state, tokens_BxS, seq_len_B, jax.random.PRNGKey(0), gamma=g,
+                                    sampling=specjax.Sampling())
+  verify_in = jnp.concatenate([tokens_BxS[:, p - 1:p], draft_BxG], axis=1)
   t_verify = per_call(target_pass, (cache, zero), (target, verify_in), reps)
   t_one = per_call(target_pass, (cache, zero), (target, verify_in[:, :1]), reps)
   logits = jax.jit(lambda m, c, t: api.forward(m, t, c)[0])(target, cache, verify_in)
   t_accept = per_call(accept_body, jnp.zeros((), jnp.int32), (logits, verify_in), reps)
   n_B = jnp.full((b,), g // 2, jnp.int32)
-  new_BxG1 = jnp.concatenate([draft.tokens_BxG, draft.tokens_BxG[:, :1]], 1)
+  new_BxG1 = jnp.concatenate([draft_BxG, draft_BxG[:, :1]], 1)
   hidden = jnp.zeros((b, g + 1, target.config.d_model))
   t_commit = per_call(commit_body(n), (state, tokens_BxS, seq_len_B, jnp.zeros_like(seq_len_B), cache),
                       (drafter, new_BxG1, n_B, hidden), reps)
