@@ -17,6 +17,7 @@ llama.cpp's quirks, undone here (as transformers' GGUF loader does):
 from __future__ import annotations
 
 import contextlib
+import functools
 import pathlib
 import re
 
@@ -52,6 +53,9 @@ def _gguf():
   return gguf
 
 
+_PARSED = None  # {(resolved path, args, kwargs): reader} inside fast_reader_everywhere, else None
+
+
 def open_reader(path):
   """A ``gguf.GGUFReader`` over ``path``; a missing or corrupt file raises a CheckpointError naming it."""
   gguf = _gguf()
@@ -59,32 +63,39 @@ def open_reader(path):
   if not path.is_file():
     raise CheckpointError(f"GGUF file not found: {path}")
   try:
-    return gguf_tokenizer.reader_class(gguf)(str(path))  # parses the 100k+ token strings 3x faster
+    return _parsed_once(gguf_tokenizer.reader_class(gguf), path)  # parses 100k+ token strings 3x faster
   except Exception as e:  # the reader raises ValueError/IndexError/struct errors on broken files
     raise CheckpointError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from e
 
 
+def _parsed_once(reader_cls, file, *args, **kwargs):
+  if _PARSED is None:
+    return reader_cls(str(file), *args, **kwargs)
+  key = (str(pathlib.Path(file).resolve()), args, tuple(sorted(kwargs.items())))
+  if key not in _PARSED:
+    _PARSED[key] = reader_cls(str(file), *args, **kwargs)
+  return _PARSED[key]
+
+
 @contextlib.contextmanager
 def fast_reader_everywhere():
-  """Within the block, ``gguf.GGUFReader`` is the plain-array reader, and each file is parsed once:
-  for code that parses GGUF files itself (transformers' ``from_pretrained(..., gguf_file=...)``
-  parses the file once for the config and again for the weights, ~11 s each for Gemma 3's 262k
-  token strings with gguf's own reader). The parsed fields and tensors are the same."""
+  """Within the block, ``gguf.GGUFReader`` is the plain-array reader, and each file is parsed once,
+  by specjax (:func:`open_reader`) and by code that parses GGUF files itself: transformers'
+  ``from_pretrained(..., gguf_file=...)`` parses the file once for the config and again for the
+  weights, ~11 s each for Gemma 3's 262k token strings with gguf's own reader, and a parity check
+  that converts the file too parses it a third time. The parsed fields and tensors are the same;
+  the parsed files are dropped when the block ends."""
+  global _PARSED  # pylint: disable=global-statement
+  if _PARSED is not None:  # nested: the outer block already shares its parses
+    yield
+    return
   gguf = _gguf()
-  original, parsed = gguf.GGUFReader, {}
-  fast = gguf_tokenizer.reader_class(gguf)
-
-  def reader(file, *args, **kwargs):
-    key = (str(file), args, tuple(sorted(kwargs.items())))
-    if key not in parsed:
-      parsed[key] = fast(file, *args, **kwargs)
-    return parsed[key]
-
-  gguf.GGUFReader = reader
+  original, _PARSED = gguf.GGUFReader, {}
+  gguf.GGUFReader = functools.partial(_parsed_once, gguf_tokenizer.reader_class(gguf))
   try:
     yield
   finally:
-    gguf.GGUFReader = original
+    gguf.GGUFReader, _PARSED = original, None
 
 
 def metadata(reader) -> dict:

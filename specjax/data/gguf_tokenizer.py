@@ -80,7 +80,7 @@ def reader_class(gguf):
   Tensor data stays memory-mapped."""
   import numpy as np  # pylint: disable=import-outside-toplevel
 
-  class Reader(gguf.GGUFReader):
+  class Reader(gguf.gguf_reader.GGUFReader):  # the class itself, even where gguf.GGUFReader is patched
     @property
     def data(self):
       return self._plain
