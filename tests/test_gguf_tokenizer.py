@@ -65,8 +65,8 @@ def model(request):
     if request.param.startswith("qwen"):
       pytest.skip(f"no Qwen2.5 GGUF here: {e}")
     raise
-  ours = HFTokenizer.from_gguf(path)
-  with gguf_import.fast_reader_everywhere():  # the same fields, parsed ~3x faster
+  with gguf_import.fast_reader_everywhere():  # one parse for both, ~3x faster than gguf's own reader
+    ours = HFTokenizer.from_gguf(path, gguf_import.open_reader(path))
     ref = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
   return request.param, ours, ref
 
