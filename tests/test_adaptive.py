@@ -136,8 +136,8 @@ def test_idle_rounds_skip_drafting_and_change_nothing_else(target, sampling):
   rng = np.random.default_rng(1)
   prompts = rng.integers(1, V, (3, 6)).astype(np.int32)
   lengths = np.array([6, 3, 5], np.int32)
-  # width 1 pays above alpha 0.3, width 2 above 0.37; rows that missed idle for a few rounds (a
-  # draft cache one idle round behind would still pass: every round feeds the last two tokens)
+  # width 1 pays above alpha 0.3, width 2 above 0.37; rows that missed idle for a few rounds (idle
+  # rounds feed nothing, the next drafting round feeds what they committed: test below)
   adaptive = specjax.Adaptive(prior=0.6, memory=0.6, relax=0.2, backoff=1.0,
                               verify_costs=((0, 1.0), (1, 1.3), (2, 1.5)))
   kw = dict(gamma=GAMMA, max_new_tokens=20, sampling=sampling, rng=jax.random.PRNGKey(3), adaptive=adaptive)
@@ -152,6 +152,31 @@ def test_idle_rounds_skip_drafting_and_change_nothing_else(target, sampling):
   if sampling.greedy:
     np.testing.assert_array_equal(outs[0].tokens, specjax.generate(target, prompts, lengths,
                                                                    max_new_tokens=20).tokens)
+
+
+def test_idle_draft_model_feeds_the_committed_tokens_when_it_next_drafts(target, draft_model):
+  """Idle rounds feed the draft model nothing; the next drafting round feeds what they committed in
+  one pass, and a drafter never falls more than CATCH_UP tokens behind (the idle round before
+  that feeds them). Its logits after any run of idle rounds are those of a drafter that saw the
+  whole text from the start."""
+  drafter = specjax.drafters.DraftModel(draft_model)
+  catch_up = specjax.drafters.draft_model.CATCH_UP
+  rng = np.random.default_rng(4)
+  text = rng.integers(1, V, (2, 40)).astype(np.int32)
+  lengths = np.array([5, 3], np.int32)
+  idle = jax.jit(drafter.idle)
+  catch_up_fn = jax.jit(drafter._catch_up)  # pylint: disable=protected-access
+  state = drafter.init(target, text[:, :5], lengths, 48)
+  behind = []
+  for rounds in range(1, 2 * catch_up + 3):  # each idle round commits one token per row
+    state = idle(state, text, lengths + rounds - 1)
+    behind.append(int(np.max(lengths + rounds - np.asarray(state.length_B))))
+    if rounds in (1, 3, catch_up - 1, catch_up + 2, 2 * catch_up + 2):
+      _, logits = catch_up_fn(state, text, lengths + rounds)
+      fresh = drafter.init(target, text[:, :5 + rounds], lengths + rounds, 48)
+      _, want = catch_up_fn(fresh, text, lengths + rounds)
+      np.testing.assert_allclose(np.asarray(logits), np.asarray(want), atol=1e-5, err_msg=str(rounds))
+  assert max(behind) == catch_up and min(behind[catch_up:]) < catch_up, behind  # fell behind, then fed
 
 
 def test_greedy_equality_ragged_batch_and_refill():

@@ -26,7 +26,9 @@ fields). Per generation the loop calls, inside one ``jax.jit``:
   outputs, concatenated) along the accepted path.
 * ``idle(state, tokens_BxS, seq_len_B) -> state`` (optional): a round in which the loop decided,
   from the rows' past alone, to verify no draft (the adaptive draft length expects no width to
-  pay for its cost): keep the state in step with the committed text without drafting. ``None``
+  pay for its cost): keep the state in step with the committed text without drafting (it may
+  defer that to its next ``propose``, as ``DraftModel`` does: the loop calls ``idle`` or
+  ``propose`` every round with the committed tokens, and nothing else reads the state). ``None``
   (the default) means the drafter has nothing cheaper than ``propose``, which then runs as usual.
 
 ``Draft.q_BxGxV`` is the distribution each draft token was drawn from, after the same
