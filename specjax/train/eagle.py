@@ -13,16 +13,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from specjax.models import heads
+from specjax.train import heads as train_heads
 
 
 def eagle_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
-  embed, unembed = heads.target_io(target)
-  if subset_K is not None:
-    unembed = jnp.take(unembed, jnp.asarray(subset_K), axis=1)
   w_J = decay ** jnp.arange(depth, dtype=jnp.float32)
 
-  def loss_fn(params, batch):
+  def loss_fn(embed, unembed, params, batch):
     tokens, hidden, feat = batch["tokens"], batch["hidden"].astype(jnp.float32), batch["feat"]
     t = tokens.shape[1]
     emb_next = embed[jnp.concatenate([tokens[:, 1:], tokens[:, -1:]], 1)]  # slot s reads x_{s+1}
@@ -45,4 +42,4 @@ def eagle_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
     loss = jnp.sum(w_J * kl_J) / jnp.sum(w_J)
     return loss, {"kl_first": kl_J[0], "kl_last": kl_J[-1], "alpha_t1_first": alpha_J[0],
                   "alpha_t1_last": alpha_J[-1], "accept_len": accept_len}
-  return loss_fn
+  return train_heads.with_frozen(loss_fn, *train_heads.frozen_io(target, subset_K))

@@ -41,6 +41,20 @@ def accept_len(match_xK):
   return jnp.sum(jnp.cumprod(match_xK.astype(jnp.float32), -1), -1)
 
 
+def frozen_io(target, subset_K=None):
+  """``(embed, unembed)`` of the frozen target (``unembed`` cut to ``subset_K``'s columns)."""
+  embed, unembed = heads.target_io(target)
+  return embed, (unembed if subset_K is None else jnp.take(unembed, jnp.asarray(subset_K), axis=1))
+
+
+def with_frozen(loss_fn, *arrays):
+  """``loss_fn(*arrays, params, batch)`` as a ``loss_fn(params, batch)`` whose arrays are pytree
+  leaves (``jax.tree_util.Partial``): the training step takes them as arguments
+  (:func:`specjax.train.loop.make_train_step`), where a closure would compile the target's
+  embedding and LM head into the program as constants (SmolLM2: 113 MB)."""
+  return jax.tree_util.Partial(loss_fn, *arrays)
+
+
 def mtp_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
   """The shared head unrolled ``depth`` times from each position's target hidden state.
 
@@ -49,12 +63,9 @@ def mtp_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
   Depth k weighs ``decay ** (k - 1)``. A truncated head (``subset_K``) learns the target's
   distribution renormalised over its subset.
   """
-  embed, unembed = heads.target_io(target)
-  if subset_K is not None:
-    unembed = jnp.take(unembed, jnp.asarray(subset_K), axis=1)
   w_K = decay ** jnp.arange(depth, dtype=jnp.float32)
 
-  def loss_fn(params, batch):
+  def loss_fn(embed, unembed, params, batch):
     tokens, hidden = batch["tokens"], batch["hidden"].astype(jnp.float32)
     t = tokens.shape[1] - depth
     g = hidden[:, :t]
@@ -70,7 +81,7 @@ def mtp_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
     loss = jnp.sum(w_K * kl_K) / jnp.sum(w_K)
     return loss, {"kl_first": kl_K[0], "kl_last": kl_K[-1], "alpha_t1_first": alpha_K[0],
                   "alpha_t1_last": alpha_K[-1], "accept_len": accept_len(jnp.stack(matches, -1)).mean()}
-  return loss_fn
+  return with_frozen(loss_fn, *frozen_io(target, subset_K))
 
 
 def dflash_loss(module, target, decay: float = 4.0, subset_K=None):
@@ -80,13 +91,10 @@ def dflash_loss(module, target, decay: float = 4.0, subset_K=None):
   slots ``< a`` (the target's features of the tokens before the anchor) and its own block only.
   ``subset_K``: as :func:`mtp_loss`.
   """
-  embed, unembed = heads.target_io(target)
-  if subset_K is not None:
-    unembed = jnp.take(unembed, jnp.asarray(subset_K), axis=1)
   blk = module.cfg.block_size
   w_I = jnp.exp(-jnp.arange(blk - 1, dtype=jnp.float32) / decay)
 
-  def loss_fn(params, batch):
+  def loss_fn(embed, unembed, params, batch):
     tokens, hidden, feat, anchors = batch["tokens"], batch["hidden"], batch["feat"], batch["anchors"]
     b, t = tokens.shape
     n = anchors.shape[1]
@@ -108,7 +116,7 @@ def dflash_loss(module, target, decay: float = 4.0, subset_K=None):
     match = jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1)
     return loss, {"kl_first": kl[..., 0].mean(), "alpha_t1_first": alpha[..., 0].mean(),
                   "alpha_t1_mean": alpha.mean(), "accept_len": accept_len(match).mean()}
-  return loss_fn
+  return with_frozen(loss_fn, *frozen_io(target, subset_K))
 
 
 def random_anchors(rng: np.random.Generator, batch: int, seq_len: int, block_size: int, n: int, low: int = 1):

@@ -48,13 +48,18 @@ def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
 
 
 def make_train_step(loss_fn: Callable, optimizer: optax.GradientTransformation, donate: bool = True):
-  def step_fn(state: TrainState, batch):
+  """``step(state, batch) -> (state, metrics)``, jitted. A ``loss_fn`` that is a
+  ``jax.tree_util.Partial`` (:func:`specjax.train.heads.with_frozen`) enters the program as an
+  argument, so its arrays (a frozen target's embedding and LM head) are not compiled in as constants."""
+  def step_fn(state: TrainState, batch, loss_fn):
     (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, batch)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = dict(metrics, loss=loss, grad_norm=optax.tree.norm(grads))
     return TrainState(state.step + 1, params, opt_state), metrics
-  return jax.jit(step_fn, donate_argnums=(0,) if donate else ())
+  loss = loss_fn if isinstance(loss_fn, jax.tree_util.Partial) else jax.tree_util.Partial(loss_fn)
+  step = jax.jit(step_fn, donate_argnums=(0,) if donate else ())
+  return lambda state, batch: step(state, batch, loss)
 
 
 def train(params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainConfig,

@@ -43,7 +43,7 @@ def medusa_loss(lm_head_ExV, num_heads: int, label_from: int, decay: float = 0.8
   """``loss_fn(heads, batch) -> (loss, metrics)``; batch = (hidden_BxTxE, tokens_BxT)."""
   weights = decay ** jnp.arange(num_heads)
 
-  def loss_fn(heads, batch):
+  def loss_fn(lm_head_ExV, heads, batch):
     hidden_BxTxE, tokens_BxT = batch
     logits_BxTxKxV = medusa_lib.head_logits(heads, lm_head_ExV, hidden_BxTxE)
     logits_BxKxTxV = jnp.swapaxes(logits_BxTxKxV, 1, 2)
@@ -57,7 +57,7 @@ def medusa_loss(lm_head_ExV, num_heads: int, label_from: int, decay: float = 0.8
     metrics.update({f"head{k}_nll": nll_K[k] for k in range(num_heads)})
     return jnp.sum(weights * nll_K) / weights.sum(), metrics
 
-  return loss_fn
+  return heads_train.with_frozen(loss_fn, lm_head_ExV)
 
 
 def medusa_kl_loss(lm_head_ExW, num_heads: int, decay: float = 0.8):
@@ -66,7 +66,7 @@ def medusa_kl_loss(lm_head_ExW, num_heads: int, decay: float = 0.8):
   lm_head``; KL weighted ``decay**k``. ``lm_head_ExW``: the target's LM head, or its subset columns."""
   w_K = decay ** jnp.arange(num_heads, dtype=jnp.float32)
 
-  def loss_fn(heads, batch):
+  def loss_fn(lm_head_ExW, heads, batch):
     hidden = batch["hidden"].astype(jnp.float32)
     t = hidden.shape[1] - num_heads - 1
     s_logits_BxTxKxW = medusa_lib.head_logits(heads, lm_head_ExW, hidden[:, :t])
@@ -80,17 +80,18 @@ def medusa_kl_loss(lm_head_ExW, num_heads: int, decay: float = 0.8):
                    accept_len=heads_train.accept_len(match).mean())
     return jnp.sum(w_K * kl_K) / jnp.sum(w_K), metrics
 
-  return loss_fn
+  return heads_train.with_frozen(loss_fn, lm_head_ExW)
 
 
 def head_accuracy(heads, lm_head_ExV, hidden_NxTxE, tokens_NxT, label_from: int, batch_size: int = 16):
   """Per-head top-1 accuracy on generated tokens: a list of K floats."""
   k = heads["w_KxExE"].shape[0]
-  loss_fn = jax.jit(medusa_loss(lm_head_ExV, k, label_from))
+  loss_fn = medusa_loss(lm_head_ExV, k, label_from)
+  step = jax.jit(lambda fn, h, b: fn(h, b))  # the LM head an argument, not a compiled-in constant
   hits, total = np.zeros(k), 0
   for i in range(0, len(tokens_NxT), batch_size):
     batch = (jnp.asarray(hidden_NxTxE[i:i + batch_size]), jnp.asarray(tokens_NxT[i:i + batch_size]))
-    _, m = loss_fn(heads, batch)
+    _, m = step(loss_fn, heads, batch)
     n = len(batch[1])
     hits += n * np.array([float(m[f"head{j}_top1"]) for j in range(k)])
     total += n
