@@ -45,9 +45,12 @@ the row's relax rate: a row that stopped drafting tries again now and then. The 
 which the cheapest width pays, a row never drafts and never learns that its drafter is good
 (Qwen2.5-Coder-0.5B drafting for the 1.5B on a 2-core CPU needs about 0.69 and reaches 0.89; from
 0.5 it never drafted). The price is a few rejected rounds at the start where drafts are poor. So
-that poor drafts are not probed at that rate all along, a round whose submitted drafts are all
-rejected multiplies the row's relax rate by ``backoff``, and a round with an accepted draft resets it
-to ``relax``: a row whose probes keep failing probes ever less often.
+that poor drafts are not probed at that rate all along, a round whose drafts did not pay for it
+(the row's accepted drafts + 1 under the round's cost ``v(w)``, or none accepted) multiplies the
+row's relax rate by ``backoff``, and a round that paid resets it to ``relax``: a row whose probes
+keep failing probes ever less often. (Counting any accepted draft as a success kept a row whose
+drafter got one or two drafts accepted per probe, where a round cost 2.6 idle rounds, probing
+every few rounds.)
 """
 from __future__ import annotations
 
@@ -169,9 +172,11 @@ def start(adaptive: Adaptive | None, batch: int) -> Estimate:
   return Estimate(jnp.full((batch,), prior, jnp.float32), jnp.full((batch,), relax, jnp.float32))
 
 
-def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, active_B) -> Estimate:
+def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, active_B, round_cost=None) -> Estimate:
   """The estimate after a round: rows that submitted drafts move toward the round's accept rate,
-  rows that submitted nothing relax toward the prior; all-rejected rounds slow the relaxing."""
+  rows that submitted nothing relax toward the prior; a round whose drafts did not pay slows the
+  relaxing. ``round_cost``: v of the round's width; a row's drafts paid when its tokens (accepted
+  + 1) reach it (without it: when any draft was accepted)."""
   alpha_B, relax_B = estimate
   rejected_B = (accepted_B < submitted_B).astype(jnp.float32)
   trials_B = accepted_B.astype(jnp.float32) + rejected_B
@@ -179,7 +184,10 @@ def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, acti
   weight_B = 1.0 - (1.0 - adaptive.memory) ** trials_B
   observed_B = alpha_B + weight_B * (rate_B - alpha_B)
   relaxed_B = alpha_B + relax_B * (adaptive.prior - alpha_B)
-  backed_off_B = jnp.where(accepted_B > 0, adaptive.relax, relax_B * adaptive.backoff)
+  paid_B = accepted_B > 0
+  if round_cost is not None:
+    paid_B = paid_B & (accepted_B + 1.0 >= round_cost)
+  backed_off_B = jnp.where(paid_B, adaptive.relax, relax_B * adaptive.backoff)
   drafted_B = submitted_B > 0
   new = Estimate(jnp.where(drafted_B, observed_B, relaxed_B), jnp.where(drafted_B, backed_off_B, relax_B))
   return jax.tree.map(lambda n, o: jnp.where(active_B, n, o), new, estimate)

@@ -155,28 +155,25 @@ def test_idle_rounds_skip_drafting_and_change_nothing_else(target, sampling):
 
 
 def test_idle_draft_model_feeds_the_committed_tokens_when_it_next_drafts(target, draft_model):
-  """Idle rounds feed the draft model nothing; the next drafting round feeds what they committed in
-  one pass, and a drafter never falls more than CATCH_UP tokens behind (the idle round before
-  that feeds them). Its logits after any run of idle rounds are those of a drafter that saw the
-  whole text from the start."""
+  """Idle rounds feed the draft model nothing; the next drafting round feeds what they committed,
+  CATCH_UP tokens per pass. Its logits after any run of idle rounds are those of a drafter that saw
+  the whole text from the start."""
   drafter = specjax.drafters.DraftModel(draft_model)
-  catch_up = specjax.drafters.draft_model.CATCH_UP
   rng = np.random.default_rng(4)
   text = rng.integers(1, V, (2, 40)).astype(np.int32)
   lengths = np.array([5, 3], np.int32)
   idle = jax.jit(drafter.idle)
-  catch_up_fn = jax.jit(drafter._catch_up)  # pylint: disable=protected-access
+  catch_up = jax.jit(drafter._catch_up)  # pylint: disable=protected-access
   state = drafter.init(target, text[:, :5], lengths, 48)
-  behind = []
-  for rounds in range(1, 2 * catch_up + 3):  # each idle round commits one token per row
+  for rounds in range(1, 21):  # each idle round commits one token per row
     state = idle(state, text, lengths + rounds - 1)
-    behind.append(int(np.max(lengths + rounds - np.asarray(state.length_B))))
-    if rounds in (1, 3, catch_up - 1, catch_up + 2, 2 * catch_up + 2):
-      _, logits = catch_up_fn(state, text, lengths + rounds)
+    np.testing.assert_array_equal(state.length_B, lengths - 2)  # nothing fed
+    if rounds in (1, 2, 3, 9, 20):
+      caught_up, logits = catch_up(state, text, lengths + rounds)
+      np.testing.assert_array_equal(caught_up.length_B, lengths + rounds)
       fresh = drafter.init(target, text[:, :5 + rounds], lengths + rounds, 48)
-      _, want = catch_up_fn(fresh, text, lengths + rounds)
+      _, want = catch_up(fresh, text, lengths + rounds)
       np.testing.assert_allclose(np.asarray(logits), np.asarray(want), atol=1e-5, err_msg=str(rounds))
-  assert max(behind) == catch_up and min(behind[catch_up:]) < catch_up, behind  # fell behind, then fed
 
 
 def test_greedy_equality_ragged_batch_and_refill():
@@ -225,16 +222,18 @@ def test_width_choice_and_update_rules():
     specjax.Adaptive(confidence=1.5)
 
 
-def _probe_rounds(ad, accepts, rounds=120):
+def _probe_rounds(ad, accepts, rounds=120, costed=True):
   """Rounds in which one row drafts, run through choose_width and update (``accepts``: the row's
-  drafts are always accepted, else always rejected)."""
+  drafts are always accepted (True), always rejected (False), or the first ``accepts`` of them;
+  ``costed``: update knows the round's cost, as the loop's does)."""
   widths, estimate, drafted = ad.widths_for(4), adaptive_lib.start(ad, 1), []
   for r in range(rounds):
     w = widths[int(adaptive_lib.choose_width(ad, widths, estimate.alpha_B, jnp.array([4]), jnp.array([True])))]
     if w:
       drafted.append(r)
-    estimate = adaptive_lib.update(ad, estimate, jnp.array([w]), jnp.array([w if accepts else 0]),
-                                   jnp.array([True]))
+    accepted = w if accepts is True else min(w, int(accepts))
+    estimate = adaptive_lib.update(ad, estimate, jnp.array([w]), jnp.array([accepted]), jnp.array([True]),
+                                   ad.cost(w) if costed else None)
   return drafted
 
 
@@ -251,6 +250,12 @@ def test_default_prior_escapes_the_trap_and_failed_probes_back_off():
   assert probes[0] == 0 and len(probes) >= 4 and np.all(gaps[1:] > gaps[:-1]), probes
   no_backoff = _probe_rounds(specjax.Adaptive(verify_costs=costs, backoff=1.0), accepts=False)
   assert len(no_backoff) > len(probes) and len(set(np.diff(no_backoff)[1:])) == 1, no_backoff
+  # one draft accepted per probe: 2 tokens for a round that costs 2.72, so the probes back off too;
+  # counting any accepted draft as paid, they would come at a fixed rate
+  one = _probe_rounds(specjax.Adaptive(verify_costs=costs), accepts=1)
+  assert len(one) >= 4 and np.all(np.diff(one)[1:] > np.diff(one)[:-1]), one
+  uncosted = _probe_rounds(specjax.Adaptive(verify_costs=costs), accepts=1, costed=False)
+  assert len(uncosted) > len(one) and len(set(np.diff(uncosted)[1:])) == 1, uncosted
 
 
 def test_fixed_batch_width_follows_the_row_that_finishes_last():

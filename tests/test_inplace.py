@@ -56,13 +56,16 @@ def test_speculative_loop_has_no_full_cache_copy(target, tree):
   assert profiling.full_cache_copies(hlo, _cache_shape(target, max_len)) == []
 
 
-def test_adaptive_width_switch_has_no_full_cache_copy(target):
+@pytest.mark.parametrize("kind", ["ngram", "draft_model"])
+def test_adaptive_width_switch_has_no_full_cache_copy(target, kind):
   """The adaptive loop's verify-width switch (lax.switch): its branches only read the target cache
   and return the new keys/values (kv_cache.PendingKV), written once after the switch. (Branches
-  that wrote the cache themselves cost one copy of the keys and one of the values per round.)"""
+  that wrote the cache themselves cost one copy of the keys and one of the values per round.) A
+  draft model (its cache the target's shape here) feeds idle rounds' tokens the same way."""
   prompts, lengths = _prompts(target.vocab_size)
   max_len = P + N + 8
-  hlo = decode._speculative.lower(target, specjax.drafters.NGram(2), jnp.asarray(prompts), jnp.asarray(lengths),
+  drafter = specjax.drafters.NGram(2) if kind == "ngram" else specjax.drafters.DraftModel(testing.perturbed(target, 0.3))
+  hlo = decode._speculative.lower(target, drafter, jnp.asarray(prompts), jnp.asarray(lengths),
                                   jax.random.PRNGKey(0), gamma=GAMMA, max_new_tokens=N, sampling=specjax.Sampling(),
                                   eos_id=None, pad_id=0, max_len=max_len, lenience=1.0,
                                   adaptive=specjax.Adaptive()).compile().as_text()

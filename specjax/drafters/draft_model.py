@@ -23,14 +23,14 @@ from specjax.models import api, kv_cache
 from specjax.models.bundle import Model
 
 
-CATCH_UP = 8  # committed tokens an idle draft model may fall behind before it feeds them (one pass)
+CATCH_UP = 8  # tokens per pass when a draft model feeds what idle rounds committed
 
 
 def _fed(cache, seq_len_B):
   """Per row, the committed tokens the cache surely holds. After a drafting round the last one or
   two may be missing (a bonus round leaves the last draft unseen) and rejected drafts lie past the
   accepted ones, so every slot from ``seq_len - 2`` on is fed again; idle rounds (``idle``) leave
-  the length at what they found, at most ``seq_len - 2``."""
+  the length at what they found, at most ``seq_len - 2``, and feed nothing."""
   return jnp.maximum(jnp.minimum(cache.length_B, seq_len_B - 2), 0)
 
 
@@ -83,29 +83,38 @@ class DraftModel(Drafter):
 
   def idle(self, cache, tokens_BxS, seq_len_B):
     """A round with nothing drafted feeds nothing: the committed tokens wait until the next drafting
-    round, which feeds them in one pass (a pass over a few tokens costs about what one over a
-    single token does), or until they would no longer fit in one (``CATCH_UP``), when this round
-    feeds them. Idle rounds then cost almost nothing: feeding every one of them cost Qwen2.5-Coder
-    -0.5B about a third of a 1.5B step, so a run that never drafted ran at 0.75x."""
+    round, which feeds them ``CATCH_UP`` at a time (a pass over a few tokens costs about what one
+    over a single token does). Idle rounds then cost almost nothing: feeding every one of them cost
+    Qwen2.5-Coder-0.5B about a third of a 1.5B step, so a run that never drafted ran at 0.75x."""
+    del tokens_BxS
     cache = cache.with_length(_fed(cache, seq_len_B))
-    behind = jnp.max(seq_len_B + 1 - cache.length_B) > CATCH_UP  # after this round's one token
-    return jax.lax.cond(behind, lambda: self._feed(cache, tokens_BxS, seq_len_B, CATCH_UP)[0], lambda: cache)
+    if self.model.is_encoder_decoder:
+      return cache
+    # zeros past the length (never read): a branch of the loop's idle-or-draft choice that returned
+    # the cache untouched made XLA copy the whole cache every round
+    l, b, k, _, d = cache.k_LxBxKxSxD.shape
+    zeros = jnp.zeros((l, b, 1, k, d), cache.k_LxBxKxSxD.dtype)
+    return kv_cache.write_pending(cache, zeros, zeros)
 
   def _catch_up(self, cache, tokens_BxS, seq_len_B):
-    """The cache through every committed token, and the logits after the last one: two tokens fed
-    after a drafting round, up to ``CATCH_UP`` after idle rounds."""
-    lag = jnp.max(seq_len_B - _fed(cache, seq_len_B))
-    return jax.lax.cond(lag <= 2, lambda: self._feed(cache, tokens_BxS, seq_len_B, 2),
-                        lambda: self._feed(cache, tokens_BxS, seq_len_B, CATCH_UP))
+    """The cache through every committed token, and the logits after the last one. After a
+    drafting round at most the last two are missing (a bonus round leaves the last draft unseen;
+    rejected drafts lie past the accepted ones): one pass over the last two. After idle rounds,
+    first passes over ``CATCH_UP`` tokens at a time until at most two are missing."""
+    def behind(carry):
+      return jnp.any(seq_len_B - carry.length_B > 2)
 
-  def _feed(self, cache, tokens_BxS, seq_len_B, width: int):
-    """Feed the last ``width`` committed tokens (rewriting a slot with the same token at the same
-    position changes nothing the drafts depend on); the cache then holds every committed token."""
-    start_B = jnp.maximum(seq_len_B - width, 0)
-    cache = cache.with_length(start_B)
-    last_BxW = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(width)[None])
-    logits_BxWxV, _, cache = api.forward(self.model, last_BxW, cache)
-    logits_BxV = jnp.take_along_axis(logits_BxWxV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
+    def chunk(carry):  # rows already caught up write past their length: never read, fed again later
+      start_B = carry.length_B
+      last_BxW = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(CATCH_UP)[None])
+      _, _, carry = api.forward(self.model, last_BxW, carry)
+      return carry.with_length(jnp.minimum(start_B + CATCH_UP, jnp.maximum(seq_len_B - 2, 0)))
+
+    cache = jax.lax.while_loop(behind, chunk, cache.with_length(_fed(cache, seq_len_B)))
+    start_B = jnp.maximum(seq_len_B - 2, 0)
+    last_Bx2 = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(2)[None])
+    logits_Bx2xV, _, cache = api.forward(self.model, last_Bx2, cache.with_length(start_B))
+    logits_BxV = jnp.take_along_axis(logits_Bx2xV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
     return cache.with_length(seq_len_B), logits_BxV
 
   def _draft(self, cache, logits_BxV, gamma, sampling, rngs):
