@@ -50,7 +50,10 @@ that poor drafts are not probed at that rate all along, a round whose drafts did
 row's relax rate by ``backoff``, and a round that paid resets it to ``relax``: a row whose probes
 keep failing probes ever less often. (Counting any accepted draft as a success kept a row whose
 drafter got one or two drafts accepted per probe, where a round cost 2.6 idle rounds, probing
-every few rounds.)
+every few rounds.) A round in which a drafter that could have sat out (:meth:`Drafter.idle`) ran
+but submitted nothing, unsure from its first position, is such a probe too: the row keeps its
+estimate (it would otherwise move toward the optimistic prior and draft again next round) and
+backs off.
 """
 from __future__ import annotations
 
@@ -172,11 +175,14 @@ def start(adaptive: Adaptive | None, batch: int) -> Estimate:
   return Estimate(jnp.full((batch,), prior, jnp.float32), jnp.full((batch,), relax, jnp.float32))
 
 
-def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, active_B, round_cost=None) -> Estimate:
+def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, active_B, round_cost=None,
+           unused_B=None) -> Estimate:
   """The estimate after a round: rows that submitted drafts move toward the round's accept rate,
   rows that submitted nothing relax toward the prior; a round whose drafts did not pay slows the
   relaxing. ``round_cost``: v of the round's width; a row's drafts paid when its tokens (accepted
-  + 1) reach it (without it: when any draft was accepted)."""
+  + 1) reach it (without it: when any draft was accepted). ``unused_B``: rows whose drafter ran
+  this round (it could have sat it out, ``Drafter.idle``) but submitted nothing (unsure from its
+  first position): a probe that did not pay, so the row keeps its estimate and backs off."""
   alpha_B, relax_B = estimate
   rejected_B = (accepted_B < submitted_B).astype(jnp.float32)
   trials_B = accepted_B.astype(jnp.float32) + rejected_B
@@ -189,5 +195,9 @@ def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, acti
     paid_B = paid_B & (accepted_B + 1.0 >= round_cost)
   backed_off_B = jnp.where(paid_B, adaptive.relax, relax_B * adaptive.backoff)
   drafted_B = submitted_B > 0
+  if unused_B is not None:
+    unused_B = unused_B & ~drafted_B
+    relaxed_B = jnp.where(unused_B, alpha_B, relaxed_B)
+    relax_B = jnp.where(unused_B, relax_B * adaptive.backoff, relax_B)
   new = Estimate(jnp.where(drafted_B, observed_B, relaxed_B), jnp.where(drafted_B, backed_off_B, relax_B))
   return jax.tree.map(lambda n, o: jnp.where(active_B, n, o), new, estimate)

@@ -218,6 +218,12 @@ def test_width_choice_and_update_rules():
   assert alpha[0] > 0.5 and alpha[2] < 0.5 and alpha[1] == pytest.approx(0.3 + 0.1 * 0.2)
   # all rejected: the row returns to the prior more slowly; an accepted draft restores the rate
   np.testing.assert_allclose(relax, [0.1, 0.1, 0.05, 0.1])
+  # a drafter that ran for nothing (row 1): no move toward the prior, and it backs off; only costed,
+  # one accepted draft in a round that cost 2.6 did not pay (row 3)
+  alpha, relax = adaptive_lib.update(ad, before, jnp.array([4, 0, 3, 3]), jnp.array([4, 0, 0, 1]),
+                                     jnp.array([True, True, True, True]), 2.6, jnp.array([False, True, False, False]))
+  assert alpha[1] == pytest.approx(0.3)
+  np.testing.assert_allclose(relax, [0.1, 0.05, 0.05, 0.0125])
   with pytest.raises(ValueError, match="confidence"):
     specjax.Adaptive(confidence=1.5)
 
