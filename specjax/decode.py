@@ -224,6 +224,8 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
   widths = adaptive.widths_for(gamma) if (adaptive is not None and is_chain) else (gamma,)
   feature_layers = drafter.feature_layers
   estimate = adaptive_lib.start(adaptive, rows.seq_len_B.shape[0])
+  if adaptive is not None and verify_costs_W is None:
+    verify_costs_W = adaptive_lib.costs_for(adaptive, widths)
 
   def plan(carry):
     """The round's draft and its verify width: everything decided before the target runs."""
@@ -291,9 +293,8 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                   stats.width_hist.at[p.pick].add(1.0),
                   stats.idle_rounds + (0 if p.idle is None else p.idle.astype(jnp.int32)))
     if adaptive is not None:
-      costs_W = adaptive_lib.costs_for(adaptive, widths) if verify_costs_W is None else verify_costs_W
       unused_B = None if p.idle is None else ~p.idle & (num_B == 0)  # drafted for nothing
-      estimate = adaptive_lib.update(adaptive, estimate, num_B, n_B, active, costs_W[p.pick], unused_B)
+      estimate = adaptive_lib.update(adaptive, estimate, num_B, n_B, active, verify_costs_W[p.pick], unused_B)
     drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
     rows, _ = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
     cache = cache.with_length(rows.seq_len_B - 1)

@@ -52,8 +52,16 @@ _GGUF_PART = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_
               "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
 
 
-def _write_gguf(path, tensors, arch="llama", extra=None):
+def _write_gguf(path, tensors, arch="llama", extra=None, pieces=None):
+  """``pieces``: a SentencePiece-style vocabulary (control tokens <unk>, <s>, </s> first) to add."""
   w = gguf.GGUFWriter(str(path), arch)
+  if pieces is not None:
+    w.add_tokenizer_model("llama")
+    w.add_token_list(pieces)
+    w.add_token_scores([-float(i) for i in range(len(pieces))])
+    w.add_token_types([2, 3, 3] + [1] * (len(pieces) - 3))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
   w.add_block_count(L)
   w.add_embedding_length(E)
   w.add_feed_forward_length(F)
@@ -152,41 +160,17 @@ def test_missing_package_names_the_pip_command(monkeypatch, tmp_path):
     specjax.load_pretrained("smollm2-135m-instruct")
 
 
-def _write_gguf_with_tokenizer(path):
-  """The tiny model plus a SentencePiece-style vocabulary of V tokens (control tokens, then pieces)."""
+def _vocabulary():
+  """V SentencePiece-style pieces: control tokens, then words and characters, then bytes."""
   pieces = ["<unk>", "<s>", "</s>"] + [f"\u2581{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
   pieces += [c for c in "abcdefghijklmnopqrstuvwxyz():=+ "] + [f"\u2581{w}" for w in ("def", "return", "if", "in")]
-  pieces += [f"<0x{b:02X}>" for b in range(V - len(pieces))]
-  w = gguf.GGUFWriter(str(path), "llama")
-  for key, value in (("block_count", L), ("embedding_length", E), ("feed_forward_length", F),
-                     ("attention.head_count", H), ("attention.head_count_kv", K)):
-    w.add_uint32(f"llama.{key}", value)
-  w.add_layer_norm_rms_eps(1e-5)
-  w.add_rope_freq_base(10000.0)
-  w.add_tokenizer_model("llama")
-  w.add_token_list(pieces)
-  w.add_token_scores([-float(i) for i in range(V)])
-  w.add_token_types([2, 3, 3] + [1] * (V - 3))
-  w.add_bos_token_id(1)
-  w.add_eos_token_id(2)
-  for name, arr in _hf_tensors().items():
-    if name == "model.embed_tokens.weight":
-      w.add_tensor("token_embd.weight", arr)
-    elif name == "model.norm.weight":
-      w.add_tensor("output_norm.weight", arr)
-    else:
-      w.add_tensor(f"blk.{name.split('.')[2]}.{_GGUF_PART['.'.join(name.split('.')[3:-1])]}.weight", arr)
-  w.write_header_to_file()
-  w.write_kv_data_to_file()
-  w.write_tensors_to_file()
-  w.close()
-  return path
+  return pieces + [f"<0x{b:02X}>" for b in range(V - len(pieces))]
 
 
 def test_registered_gguf_converts_once_then_loads_from_cache(tmp_path, monkeypatch):
   """A registered name (here a tiny GGUF with a vocabulary, registered for the test; the real files
   take this path in tests/test_real_models.py): converted on first use, then read from the cache."""
-  path = _write_gguf_with_tokenizer(tmp_path / "tiny.gguf")
+  path = _write_gguf(tmp_path / "tiny.gguf", _hf_tensors(), pieces=_vocabulary())
   monkeypatch.setitem(registry.REGISTRY, "tiny-test", registry.Registered("tiny-test", "tiny", "", lambda: path))
   monkeypatch.setenv("SPECJAX_CACHE", str(tmp_path / "cache"))
   model, tok = loading.load_pretrained("tiny-test", verbose=False)
