@@ -76,12 +76,12 @@ def test_every_cell_is_labeled_as_expected_and_every_lossy_cell_is_refused():
 
 
 def test_reference_agrees_with_stats_util():
+  """Three prompts of different lengths, each under another of the three samplings."""
   target = cfgs.models().target
-  for name in ("A", "B", "C"):
-    for s in SAMPLED:
-      np.testing.assert_allclose(exactness.exact_joint(cfgs.PROMPTS[name], s),
-                                 stats_util.exact_joint(target, exactness.samplings()[s],
-                                                        np.array([cfgs.PROMPTS[name]]), tokens=3), rtol=1e-5, atol=1e-9)
+  for name, s in zip(("A", "B", "C"), SAMPLED):
+    np.testing.assert_allclose(exactness.exact_joint(cfgs.PROMPTS[name], s),
+                               stats_util.exact_joint(target, exactness.samplings()[s],
+                                                      np.array([cfgs.PROMPTS[name]]), tokens=3), rtol=1e-5, atol=1e-9)
 
 
 # ----------------------------------------------------------------------------- exact cells
