@@ -303,24 +303,26 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                                                                  output_fn)
     return rows, cache, drafter_state, estimate, rng, stats, queue
 
-  carry = (rows, cache, drafter_state, estimate, rng, Stats.zeros(gamma, len(widths)), queue)
-  if not (is_chain and len(widths) > 1):  # plan, then verify: the drafter is compiled in once
-    carry = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), lambda c: run(*plan(c), verify_plain), carry)
-    rows, _, _, _, _, stats, queue = carry
+  def round_if(picked, verify):
+    """The round at this width, as a while loop run at most once: a guard without lax.cond, whose
+    branches made XLA:CPU copy the cache they write every round."""
+    step = lambda c: (run(c[0], c[1], verify), c[1], jnp.ones((), bool))
+    return lambda carry, p: jax.lax.while_loop(lambda c: ~c[2] & picked(c[1].pick), step,
+                                               (carry, p, jnp.zeros((), bool)))[0]
+
+  if not (is_chain and len(widths) > 1):
+    body = lambda c: run(*plan(c), verify_plain)
   else:
-    # Width-0 rounds run in a loop of their own, as plain decode steps writing the cache in place;
-    # inside lax.switch beside the wider widths they cost 5-8% more than a step of the
-    # autoregressive loop on XLA:CPU at batch 8 (the conditional and the pending-KV pass).
-    # The loop runs rotated (each round plans the next) so that the plain loop can test the width.
-    # The first round always takes the wide pass (if it planned width 0, that pass verifies no draft:
-    # the same tokens as a plain step, at one wider pass per call) so the plain loop and the drafter
-    # are compiled in twice, not three times.
-    not_done = lambda c: ~jnp.all(c[0][0].done_B)
-    round_then_plan = lambda verify: lambda c: plan(run(*c, verify))
-    plain_rounds = lambda c: jax.lax.while_loop(lambda c: (c[1].pick == 0) & not_done(c),
-                                                round_then_plan(verify_plain), c)
-    carry = jax.lax.while_loop(not_done, lambda c: plain_rounds(round_then_plan(verify_wide)(c)), plan(carry))
-    rows, _, _, _, _, stats, queue = carry[0]
+    # Width-0 rounds are plain decode steps writing the cache in place; inside lax.switch beside the
+    # wider widths they cost 5-8% more than a step of the autoregressive loop on XLA:CPU at batch 8
+    # (the conditional and the pending-KV pass). The drafter and each pass are compiled in once.
+    plain, wide = round_if(lambda pick: pick == 0, verify_plain), round_if(lambda pick: pick != 0, verify_wide)
+
+    def body(c):
+      c, p = plan(c)
+      return wide(plain(c, p), p)
+  carry = (rows, cache, drafter_state, estimate, rng, Stats.zeros(gamma, len(widths)), queue)
+  rows, _, _, _, _, stats, queue = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
   if queue is not None:
     return queue.out_QxN, queue.out_len_Q, stats
   tokens, lengths = output_fn(rows, start_B)
