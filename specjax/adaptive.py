@@ -43,7 +43,7 @@ output is the target's argmax whatever is submitted.
 the row's relax rate: a row that stopped drafting tries again now and then. The prior is optimistic
 (0.9) because a row learns its rate only from rounds that draft: from a prior below the rate at
 which the cheapest width pays, a row never drafts and never learns that its drafter is good
-(Qwen2.5-Coder-0.5B drafting for the 1.5B on a 2-core CPU needs about 0.69 and reaches 0.89; from
+(Qwen2.5-Coder-0.5B drafting for the 1.5B on a 2-core CPU needs 0.7-0.8 and reaches about 0.9; from
 0.5 it never drafted). The price is a few rejected rounds at the start where drafts are poor. So
 that poor drafts are not probed at that rate all along, a round whose drafts did not pay for it
 (the row's accepted drafts + 1 under the round's cost ``v(w)``, or none accepted) multiplies the
