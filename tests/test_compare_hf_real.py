@@ -5,9 +5,8 @@ exactness flags), not timings. Needs the `hf` extra."""
 import json
 
 import pytest
-from test_loading import _hf_tensors, _vocabulary, _write_gguf  # tests/ is on sys.path under pytest
+from test_loading import register_tiny_gguf  # tests/ is on sys.path under pytest
 
-from specjax import registry
 from specjax.bench import __main__ as bench_main
 from specjax.bench import hf_real
 
@@ -17,10 +16,8 @@ pytestmark = pytest.mark.slow
 def test_compare_hf_real_smoke(tmp_path, capsys, monkeypatch):
   pytest.importorskip("torch", reason="needs torch (pip install .[hf])")
   pytest.importorskip("transformers", reason="needs transformers (pip install .[hf])")
-  path = _write_gguf(tmp_path / "tiny.gguf", _hf_tensors(), pieces=_vocabulary())
-  monkeypatch.setitem(registry.REGISTRY, "tiny-test", registry.Registered("tiny-test", "tiny", "", lambda: path))
+  register_tiny_gguf(tmp_path, monkeypatch, "tiny-test")
   monkeypatch.setattr(hf_real, "MODELS", (*hf_real.MODELS, "tiny-test"))
-  monkeypatch.setenv("SPECJAX_CACHE", str(tmp_path / "cache"))
   out_dir = tmp_path / "out"
   rc = bench_main.main(["specjax.bench", "hf", "--real", "--models=tiny-test", "--batch_sizes=1",
                         "--max_new_tokens=4", "--prompt_len=8", "--repeats=1", "--torch_threads=1",

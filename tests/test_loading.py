@@ -167,12 +167,19 @@ def _vocabulary():
   return pieces + [f"<0x{b:02X}>" for b in range(V - len(pieces))]
 
 
+def register_tiny_gguf(tmp_path, monkeypatch, name="tiny-test"):
+  """The tiny model with a vocabulary as a GGUF file registered under ``name`` for one test, with a
+  specjax cache of its own under ``tmp_path``."""
+  path = _write_gguf(tmp_path / "tiny.gguf", _hf_tensors(), pieces=_vocabulary())
+  monkeypatch.setitem(registry.REGISTRY, name, registry.Registered(name, "tiny", "", lambda: path))
+  monkeypatch.setenv("SPECJAX_CACHE", str(tmp_path / "cache"))
+  return path
+
+
 def test_registered_gguf_converts_once_then_loads_from_cache(tmp_path, monkeypatch):
   """A registered name (here a tiny GGUF with a vocabulary, registered for the test; the real files
   take this path in tests/test_real_models.py): converted on first use, then read from the cache."""
-  path = _write_gguf(tmp_path / "tiny.gguf", _hf_tensors(), pieces=_vocabulary())
-  monkeypatch.setitem(registry.REGISTRY, "tiny-test", registry.Registered("tiny-test", "tiny", "", lambda: path))
-  monkeypatch.setenv("SPECJAX_CACHE", str(tmp_path / "cache"))
+  register_tiny_gguf(tmp_path, monkeypatch)
   model, tok = loading.load_pretrained("tiny-test", verbose=False)
   assert model.vocab_size == tok.vocab_size == V and len(tok.encode("def f(x):")) > 1
   calls = []
