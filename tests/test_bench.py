@@ -19,7 +19,7 @@ from specjax.checkpoint import CheckpointError
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TINY_CONFIG = f"--config={REPO / 'configs' / 'tiny_random.py'}"
 TINY = [TINY_CONFIG, "--max_new_tokens=8", "--repeats=1", "--batch_sizes=1"]
-MEASUREMENTS = ("gamma", "families", "batch", "large_vocab", "profile", "walltime", "hf", "peers")
+MEASUREMENTS = ("gamma", "families", "batch", "large_vocab", "profile", "walltime", "hf", "peers", "specbench_hf")
 
 
 def bench(*args) -> int:

@@ -7,6 +7,7 @@ from specjax import cli
 
 TASKS = {
     "specbench": "specjax.bench.specbench",
+    "specbench_hf": "specjax.bench.specbench_hf",
     "exactness": "specjax.bench.exactness",
     "gamma": "specjax.bench.gamma",
     "families": "specjax.bench.families",

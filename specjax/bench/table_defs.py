@@ -114,6 +114,23 @@ def specbench_alpha(src: Sources) -> Table:
   return Table(["target", "B", "T", "drafter", *(f"{g}: α / per call" for g in groups), "overall"], rows)
 
 
+@table("specbench_hf", "transformers' prompt lookup and assisted generation on the Spec-Bench-format suite")
+def specbench_hf(src: Sources) -> Table:
+  rows, groups = [], None
+  for rel in src.glob("benchmarks/specbench_hf/*.json"):  # python -m specjax.bench specbench_hf, one per target
+    d = src.json(rel)
+    groups = groups or d["categories"]
+    cfg = d["config"]
+    for name, r in d["methods"].items():
+      o = r["overall"]
+      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), name.removeprefix("transformers "),
+                   *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
+                   f(o["tokens_per_target_call"]), f(o["tokens_per_s"], 1), f(o["baseline_tokens_per_s"], 1),
+                   str(cfg["torch_threads"]), same(o["identical_to_generate"])])
+  return Table(["target", "transformers", *groups, "overall", "tokens / target call", "tok/s", "generate tok/s",
+                "threads", "= generate"], rows)
+
+
 def _families(src: Sources, rel: str) -> Table:
   rows = []
   for r in src.json(rel)["rows"]:
