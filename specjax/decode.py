@@ -231,7 +231,9 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     """The round's draft and its verify width: everything decided before the target runs."""
     rows, cache, drafter_state, estimate, rng, stats, queue = carry
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
-    propose = lambda: drafter.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
+    cut_B = None if adaptive is None or not is_chain else adaptive_lib.thresholds(adaptive, estimate.alpha_B)
+    drafting = drafter if cut_B is None or adaptive.confidence <= 0 else drafter.stopping_below(cut_B)
+    propose = lambda: drafting.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
     if not is_chain:  # token trees verify every node
       drafter_state, draft = propose()
       return (rows, cache, drafter_state, estimate, rng, stats, queue), Plan(draft, None, jnp.zeros((), jnp.int32),
@@ -250,11 +252,12 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
           idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty), propose)
     else:
       drafter_state, draft = propose()
-    offered_B = adaptive_lib.offered(draft, gamma, adaptive)
+    offered_B = adaptive_lib.offered(draft, gamma, adaptive, threshold_B=cut_B)
     pick = jnp.zeros((), jnp.int32)
     if len(widths) > 1:
       # sampled: the width reads nothing that depends on this round's draws (adaptive.py, Exactness)
-      seen_B = offered_B if sampling.greedy else adaptive_lib.offered_before_drawing(draft, gamma, adaptive)
+      seen_B = (offered_B if sampling.greedy
+                else adaptive_lib.offered_before_drawing(draft, gamma, adaptive, threshold_B=cut_B))
       pick = choose(seen_B)
     if idle is not None:
       offered_B, pick = jnp.where(idle, 0, offered_B), jnp.where(idle, 0, pick)

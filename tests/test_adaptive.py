@@ -66,10 +66,14 @@ def _sampled(target, drafter, adaptive, n=N, seed=0):
   return token_counts(out.tokens[:, :GAMMA + 1], V), out.stats
 
 
-def test_adaptive_chain_is_exact_at_t1(target, draft_model):
+@pytest.mark.parametrize("adaptive", [
+    specjax.Adaptive(confidence=0.5, verify_slope=0.0, scale_confidence=False),
+    specjax.Adaptive(confidence=0.5, verify_slope=0.0, prior=0.5, memory=0.9)], ids=["fixed_cut", "row_cut"])
+def test_adaptive_chain_is_exact_at_t1(target, draft_model, adaptive):
   """Confidence stopping (verify_slope 0: the width always holds every offered draft): the 3-token
-  joint matches the target's, and rows really submitted 0, 1 and 2 drafts."""
-  adaptive = specjax.Adaptive(confidence=0.5, verify_slope=0.0)
+  joint matches the target's, and rows really submitted 0, 1 and 2 drafts. ``row_cut``: each row's
+  cut follows its estimate, which moves far after one round (memory 0.9), so a second round's cut
+  depends on the first round's tokens."""
   counts, st = _sampled(target, specjax.drafters.DraftModel(draft_model), adaptive)
   p = chi2_pvalue(counts, exact_joint(target, T1, tokens=GAMMA + 1))
   assert p > 1e-4, p
@@ -118,6 +122,16 @@ def test_draft_model_stops_drafting_where_nothing_more_is_submitted(target, draf
   # every row was unsure by position 2 (offered 2, 0, 0): position 3 was never drafted
   assert offered[0].max() + 1 < G, offered
   assert (conf_stop[:, offered[0].max() + 1:] == 0).all() and (conf_full[:, offered[0].max() + 1:] > 0).all()
+  # a cut per row (the loop's, from each row's estimate): row 1, cut at 0, drafts every position,
+  # as the full round does; rows 0 and 2 keep the 0.7 cut
+  cut_B = jnp.array([0.7, 0.0, 0.7])
+  state = full.init(None, prompts, lengths, max_len)
+  per_row = jax.jit(lambda d, *a: d.propose(*a, G, sampling, jax.random.PRNGKey(7)))(
+      full.stopping_below(cut_B), state, tokens, lengths)[1]
+  np.testing.assert_array_equal(np.asarray(per_row.tokens_BxG)[1], np.asarray(drafts[0].tokens_BxG)[1])
+  np.testing.assert_allclose(np.asarray(per_row.confidence_BxG)[1], conf_full[1], rtol=1e-6)
+  np.testing.assert_array_equal(np.asarray(adaptive_lib.offered(per_row, G, ad, threshold_B=cut_B)),
+                                [offered[0][0], G, offered[0][2]])
 
 
 @flax.struct.dataclass
@@ -226,6 +240,16 @@ def test_width_choice_and_update_rules():
   np.testing.assert_allclose(relax, [0.1, 0.05, 0.05, 0.0125])
   with pytest.raises(ValueError, match="confidence"):
     specjax.Adaptive(confidence=1.5)
+
+
+def test_cut_follows_the_rows_miss_rate():
+  """confidence * (1 - alpha) / (1 - prior), at most confidence; off: confidence for every row."""
+  ad = specjax.Adaptive(confidence=0.4, prior=0.9)
+  np.testing.assert_allclose(adaptive_lib.thresholds(ad, jnp.array([0.98, 0.95, 0.9, 0.5, 1.0])),
+                             [0.08, 0.2, 0.4, 0.4, 0.0], atol=1e-6)
+  fixed = dataclasses.replace(ad, scale_confidence=False)
+  np.testing.assert_allclose(adaptive_lib.thresholds(fixed, jnp.array([0.98, 0.5])), [0.4, 0.4])
+  np.testing.assert_allclose(adaptive_lib.thresholds(dataclasses.replace(ad, prior=1.0), jnp.array([0.98])), [0.4])
 
 
 def _probe_rounds(ad, accepts, rounds=120, costed=True):

@@ -174,7 +174,7 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
 def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int = 64, temperature: float = 0.0,
               batch_size: int = 1, chat: bool | None = None, repeats: int = 1, seed: int = 0,
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
-              confidence: float = 0.4, slope: float = -1.0) -> dict:
+              confidence: float = 0.4, slope: float = -1.0, scale_confidence: bool = True) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
   first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
@@ -200,9 +200,10 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       settings[name] = None
       if mode == "on":
         if slope >= 0:
-          settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=slope)
+          settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=slope,
+                                            scale_confidence=scale_confidence)
         else:
-          unmeasured = specjax.Adaptive(confidence=confidence)
+          unmeasured = specjax.Adaptive(confidence=confidence, scale_confidence=scale_confidence)
           costs = loop_costs(target, drafter, g, unmeasured, calls[0], max_new_tokens=max_new_tokens,
                              sampling=sampling, eos_id=eos_id, seed=seed, repeats=max(repeats, 2))
           settings[name] = dataclasses.replace(unmeasured, verify_costs=costs)
@@ -275,6 +276,8 @@ def _flags():
                     flag_values=fv)
   flags.DEFINE_float("confidence", 0.4, "adaptive: a row stops at its drafter's first less sure position",
                      flag_values=fv)
+  flags.DEFINE_boolean("scale_confidence", True, "adaptive: a row's cut falls with its miss rate (false: the same "
+                       "--confidence for every row)", flag_values=fv)
   flags.DEFINE_float("verify_slope", -1.0, "adaptive: verify cost per draft in target steps, a line (< 0: measured per width)",
                      flag_values=fv)
   flags.DEFINE_integer("limit", 0, "questions per category (0: all)", flag_values=fv)
@@ -336,7 +339,8 @@ def main(argv) -> int:
     result = benchmark(records, target, tokenizer, fv.drafters, max_new_tokens=fv.max_new_tokens,
                        temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
-                       adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope)
+                       adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope,
+                       scale_confidence=fv.scale_confidence)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2

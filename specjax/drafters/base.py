@@ -91,8 +91,9 @@ class Drafter:
     check_compatible(target): raises a clear error before anything compiles.
     idle: None, or a method as above for a drafter whose drafting costs real time (a draft model).
     stopping_below(confidence): this drafter, told that no draft after its first position under
-      ``confidence`` will be submitted (the loop's adaptive draft length cuts there); one that
-      drafts token by token may stop computing there. Default: itself, unchanged.
+      ``confidence`` (a float, or float32 [B]: a threshold per row, set by the loop each round)
+      will be submitted (the loop's adaptive draft length cuts there); one that drafts token by
+      token may stop computing there. Default: itself, unchanged.
   """
   kind: ClassVar[str] = "base"
   array_axes: ClassVar[dict] = {}
@@ -123,7 +124,7 @@ class Drafter:
   def check_compatible(self, target) -> None:
     del target
 
-  def stopping_below(self, confidence: float) -> "Drafter":
+  def stopping_below(self, confidence) -> "Drafter":
     del confidence
     return self
 

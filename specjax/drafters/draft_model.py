@@ -2,7 +2,8 @@
 
 ``stop_below`` (set by the loop's adaptive draft length, :meth:`Drafter.stopping_below`): the round
 stops drafting once every row has reached a position whose confidence (the model's largest
-probability there) is under it; the loop would not submit anything past that point. With a draft
+probability there) is under its row's threshold (``stop_below_B``, set each round, else
+``stop_below``); the loop would not submit anything past that point. With a draft
 model costing a real fraction of a target step per token, that is time saved, not only a narrower
 verify pass (transformers' assisted generation stops the same way, ``assistant_confidence_threshold``).
 The drafts that are computed are the same as without the stop: same random keys, same positions.
@@ -39,10 +40,13 @@ class DraftModel(Drafter):
   model: Model
   subset_K: jax.Array | None = None  # int32 token ids the drafter's logits cover (None: all)
   stop_below: float = flax.struct.field(pytree_node=False, default=0.0)  # 0: always draft gamma tokens
+  stop_below_B: jax.Array | None = None  # float32 [B]: this round's per-row thresholds (None: stop_below)
   kind = "draft_model"
 
-  def stopping_below(self, confidence: float) -> "DraftModel":
-    return self.replace(stop_below=float(confidence))
+  def stopping_below(self, confidence) -> "DraftModel":
+    if isinstance(confidence, (int, float)):
+      return self.replace(stop_below=float(confidence), stop_below_B=None)
+    return self.replace(stop_below=max(self.stop_below, 1e-9), stop_below_B=jnp.asarray(confidence, jnp.float32))
 
   @property
   def num_params(self) -> int:
@@ -126,6 +130,7 @@ class DraftModel(Drafter):
     tokens_GxB = jnp.broadcast_to(token_B, (gamma,) + token_B.shape)
     q_GxBxV = None if q_BxV is None else jnp.broadcast_to(q_BxV, (gamma,) + q_BxV.shape)
     top_GxB = jnp.zeros((gamma,) + top_B.shape, jnp.float32).at[0].set(top_B)
+    below_B = self.stop_below if self.stop_below_B is None else self.stop_below_B
 
     def more(carry):
       i, _, _, sure_B, *_ = carry
@@ -138,10 +143,10 @@ class DraftModel(Drafter):
       token_B, q_BxV = self._draw(sampling, rngs[i], logits_Bx1xV[:, 0])
       top_B = top_probability(logits_Bx1xV[:, 0])
       q_GxBxV = None if q_BxV is None else q_GxBxV.at[i].set(q_BxV)
-      return (i + 1, cache, token_B, sure_B & (top_B >= self.stop_below), tokens_GxB.at[i].set(token_B), q_GxBxV,
+      return (i + 1, cache, token_B, sure_B & (top_B >= below_B), tokens_GxB.at[i].set(token_B), q_GxBxV,
               top_GxB.at[i].set(top_B))
 
-    carry = (jnp.ones((), jnp.int32), cache, token_B, top_B >= self.stop_below, tokens_GxB, q_GxBxV, top_GxB)
+    carry = (jnp.ones((), jnp.int32), cache, token_B, top_B >= below_B, tokens_GxB, q_GxBxV, top_GxB)
     _, cache, _, _, tokens_GxB, q_GxBxV, top_GxB = jax.lax.while_loop(more, step, carry)
     q_BxGxV = None if q_GxBxV is None else jnp.transpose(q_GxBxV, (1, 0, 2))
     return cache, Draft(tokens_GxB.T, q_BxGxV, confidence_BxG=top_GxB.T)
