@@ -174,7 +174,8 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
 def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int = 64, temperature: float = 0.0,
               batch_size: int = 1, chat: bool | None = None, repeats: int = 1, seed: int = 0,
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
-              confidence: float = 0.4, slope: float = -1.0, scale_confidence: bool = True) -> dict:
+              confidence: float = 0.4, slope: float = -1.0, scale_confidence: bool = True,
+              stop_at_eos: bool = True) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
   first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
@@ -189,7 +190,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   except (ValueError, FileNotFoundError) as e:
     raise InputError(str(e)) from e
   sampling = specjax.Sampling(temperature, 0, 1.0)
-  eos_id = tokenizer.eos_id
+  eos_id = tokenizer.eos_id if stop_at_eos else None  # None: every row writes max_new_tokens
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
@@ -225,7 +226,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
     }
   return {
       "config": {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size,
-                 "chat": chat, "repeats": repeats, "seed": seed, "eos_id": eos_id,
+                 "chat": chat, "repeats": repeats, "seed": seed, "eos_id": eos_id, "stop_at_eos": stop_at_eos,
                  "min_prompt_width": min_prompt_width, "num_questions": len(records), "num_calls": len(calls),
                  "drafters": {spec: g for spec, (_, g) in drafters.items()},
                  "target_params": int(target.num_params)},
@@ -286,6 +287,9 @@ def _flags():
   flags.DEFINE_integer("batch_size", 1, "questions of one category per call", flag_values=fv)
   flags.DEFINE_boolean("chat", None, "apply the chat template (default: when the tokenizer has one)",
                        flag_values=fv)
+  flags.DEFINE_boolean("stop_at_eos", True, "rows stop at EOS (false: every row writes --max_new_tokens, so "
+                       "sampled baseline and speculative runs, which draw different text, time the same length)",
+                       flag_values=fv)
   flags.DEFINE_integer("repeats", 1, "timed runs of each side per question, after the warm-up", flag_values=fv)
   flags.DEFINE_integer("seed", 0, "sampling seed (temperature > 0)", flag_values=fv)
   flags.DEFINE_integer("min_prompt_width", 64, "prompts are padded to a power-of-two width >= this",
@@ -340,7 +344,7 @@ def main(argv) -> int:
                        temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
                        adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence)
+                       scale_confidence=fv.scale_confidence, stop_at_eos=fv.stop_at_eos)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2

@@ -43,7 +43,8 @@ def summary(src: Sources) -> Table:
       o = r["overall"]
       rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]),
                    f"{drafter_label(name)} (γ {r['gamma']})",
-                   f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories",
+                   f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories"
+                   + ("" if cfg.get("stop_at_eos", True) else ", past EOS to a fixed length"),
                    str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
                    same(o["identical_to_autoregressive"], cfg["temperature"]), rel])
   real = src.json("benchmarks/real/real.json")["rows"]
@@ -80,6 +81,11 @@ def summary(src: Sources) -> Table:
 
 # ---------------------------------------------------------------------------------------------- docs/results.md
 
+def _t_eos(cfg) -> str:
+  """The temperature, marked where rows ran past EOS to a fixed length (--stop_at_eos=false)."""
+  return t(cfg["temperature"]) + ("" if cfg.get("stop_at_eos", True) else " (no EOS)")
+
+
 @table("specbench", "Spec-Bench-format suite on the real targets: speedup per category")
 def specbench(src: Sources) -> Table:
   rows, groups = [], None
@@ -89,7 +95,7 @@ def specbench(src: Sources) -> Table:
     cfg = d["config"]
     for name, r in d["drafters"].items():
       o = r["overall"]
-      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), t(cfg["temperature"]),
+      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), _t_eos(cfg),
                    f"{drafter_label(name)} (γ {r['gamma']})",
                    *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
                    f(o["tokens_per_iteration"]), f(o["alpha"], 3), f(o["tokens_per_s"], 1),
@@ -106,7 +112,7 @@ def specbench_alpha(src: Sources) -> Table:
     groups = groups or d["categories"]
     cfg = d["config"]
     for name, r in d["drafters"].items():
-      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), t(cfg["temperature"]),
+      rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), _t_eos(cfg),
                    f"{drafter_label(name)} (γ {r['gamma']})",
                    *(f"{f(r['categories'][g]['alpha'], 2)} / {f(r['categories'][g]['tokens_per_iteration'])}"
                      for g in groups),

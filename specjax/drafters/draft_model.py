@@ -46,7 +46,7 @@ class DraftModel(Drafter):
   def stopping_below(self, confidence) -> "DraftModel":
     if isinstance(confidence, (int, float)):
       return self.replace(stop_below=float(confidence), stop_below_B=None)
-    return self.replace(stop_below=max(self.stop_below, 1e-9), stop_below_B=jnp.asarray(confidence, jnp.float32))
+    return self.replace(stop_below_B=jnp.asarray(confidence, jnp.float32))
 
   @property
   def num_params(self) -> int:
@@ -134,7 +134,8 @@ class DraftModel(Drafter):
 
     def more(carry):
       i, _, _, sure_B, *_ = carry
-      return (i < gamma) & jnp.any(sure_B) if self.stop_below > 0 else i < gamma  # no reduction when fixed
+      stops = self.stop_below > 0 or self.stop_below_B is not None
+      return (i < gamma) & jnp.any(sure_B) if stops else i < gamma  # no reduction when fixed
 
     def step(carry):
       i, cache, token_B, sure_B, tokens_GxB, q_GxBxV, top_GxB = carry
