@@ -67,6 +67,7 @@ class Target:
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     self.torch, self.eos_id, self.calls = torch, eos_id, 0
+    self.transformers_version = transformers.__version__
 
     def load(reg_name):
       path = registry.gguf_path(reg_name)
@@ -219,8 +220,8 @@ def _run(fv, argv) -> int:
       target=fv.target, assistant=fv.assistant, chat=chat, limit=fv.limit, questions=str(fv.questions),
       questions_sha256=hashlib.sha256(pathlib.Path(fv.questions).read_bytes()).hexdigest(),
       date=datetime.datetime.now().isoformat(timespec="seconds"), argv=list(argv), cpu_count=os.cpu_count(),
-      load_average_at_end=list(os.getloadavg()), torch=hf.torch.__version__)
-  print(f"target {fv.target} in transformers {__import__('transformers').__version__}, {result['config']['torch_threads']} "
+      load_average_at_end=list(os.getloadavg()), torch=hf.torch.__version__, transformers=hf.transformers_version)
+  print(f"target {fv.target} in transformers {hf.transformers_version}, {result['config']['torch_threads']} "
         f"torch thread(s) | {len(records)} questions | max_new_tokens {fv.max_new_tokens} | chat {chat}")
   print(format_table(result))
   if fv.json_out:
