@@ -10,7 +10,7 @@ from specjax.bench.table_kit import Sources, Table, f, minutes, n, row_of, same,
 
 TARGET_NAMES = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M (base)",
                 "qwen2.5-coder-1.5b-instruct": "Qwen2.5-Coder-1.5B-Instruct"}
-DRAFTER_NAMES = {"ngram": "n-gram", "draft_model": "draft model"}
+DRAFTER_NAMES = {"ngram": "n-gram", "draft_model": "draft model", "mtp": "MTP head", "medusa": "Medusa heads"}
 
 
 def drafter_label(name: str) -> str:
