@@ -132,4 +132,5 @@ def test_specbench_row_names_read_as_words():
   assert table_defs.drafter_label("ngram adaptive") == "n-gram, adaptive draft length"
   assert table_defs.drafter_label("draft_model:qwen2.5-coder-0.5b-instruct fixed") == (
       "draft model qwen2.5-coder-0.5b-instruct, fixed draft length")
-  assert table_defs.drafter_label("mtp:smollm2/mtp") == "mtp smollm2/mtp"
+  assert table_defs.drafter_label("mtp:smollm2/mtp") == "MTP head smollm2/mtp"
+  assert table_defs.drafter_label("eagle:my/head") == "eagle my/head"  # a kind without words: its name
