@@ -96,12 +96,8 @@ class Target:
     with torch.inference_mode():
       out = self.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                 max_new_tokens=max_new, **kw)
-    toks = []
-    for t in out[0, ids.shape[1]:].tolist():
-      toks.append(int(t))
-      if t == self.eos_id:
-        break
-    return toks, self.calls
+    from specjax.bench.peers import until_eos  # pylint: disable=import-outside-toplevel
+    return until_eos(out[0, ids.shape[1]:].numpy(), self.eos_id), self.calls
 
 
 def methods(hf: Target, lookup_tokens, assistant: str, max_new: int) -> dict:
