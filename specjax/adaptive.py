@@ -19,7 +19,9 @@ step, run in a loop of its own outside the width switch, so a round in which dra
 pay costs what the autoregressive loop does. Where the rows' past alone already picks width 0
 (the choice with every row offering ``gamma`` drafts; fewer never choose wider), a drafter with
 :meth:`Drafter.idle <specjax.drafters.Drafter>` (a draft model) does not draft at all that round
-(a draft model feeds the committed tokens later, in one pass). Rows submit ``min(offered_r, w)``. ``v(w)``, the verify pass
+(a draft model feeds the committed tokens later, in one pass); where it picks a width ``k`` between,
+that drafter drafts at most ``k`` tokens (:meth:`Drafter.drafting_at_most`), so the loop-measured
+cost of a round at width 1 holds one pass of the draft model, not ``gamma``. Rows submit ``min(offered_r, w)``. ``v(w)``, the verify pass
 over ``w + 1`` tokens in one-token target steps, comes from ``verify_costs`` (a round of this loop
 at each width over one at width 0, measured in the loop: :func:`specjax.measure.loop_costs`) or
 else the line ``1 + verify_slope * w``. Measured in the loop is what counts: a wide round also runs

@@ -134,6 +134,33 @@ def test_draft_model_stops_drafting_where_nothing_more_is_submitted(target, draf
                                 [offered[0][0], G, offered[0][2]])
 
 
+def test_draft_budget_drafts_no_more_and_submits_the_same(target, draft_model):
+  """``drafting_at_most(k)``: the draft model runs k passes (later positions never drafted: confidence
+  0), offers k drafts, and those k are the full round's. In the loop, costs that make width 1 the best
+  (as loop_costs forces it) keep every round to one draft, and greedy output stays the target's."""
+  G = 4
+  full = specjax.drafters.DraftModel(draft_model)
+  prompts = np.repeat(PROMPT, 2, 0).astype(np.int32)
+  lengths = np.array([PROMPT.shape[1], 2], np.int32)
+  max_len = PROMPT.shape[1] + 8
+  tokens = np.zeros((2, max_len), np.int32)
+  tokens[:, :PROMPT.shape[1]] = prompts
+  propose = jax.jit(lambda d, *a: d.propose(*a, G, T1, jax.random.PRNGKey(7)))
+  drafts = [propose(d, d.init(None, prompts, lengths, max_len), tokens, lengths)[1]
+            for d in (full, full.drafting_at_most(2))]
+  np.testing.assert_array_equal(np.asarray(drafts[1].num_B), [2, 2])
+  np.testing.assert_array_equal(np.asarray(drafts[1].tokens_BxG)[:, :2], np.asarray(drafts[0].tokens_BxG)[:, :2])
+  np.testing.assert_allclose(np.asarray(drafts[1].q_BxGxV)[:, :2], np.asarray(drafts[0].q_BxGxV)[:, :2], rtol=1e-6)
+  assert (np.asarray(drafts[1].confidence_BxG)[:, 2:] == 0).all()
+  assert (np.asarray(drafts[0].confidence_BxG)[:, 2:] > 0).all()
+  assert drafts[0].num_B is None
+  # in the loop: width 1 the cheapest per expected token at any alpha, so every round drafts one token
+  one = specjax.Adaptive(prior=0.9, verify_costs=((0, 1.0), (1, 1.0), (2, 1e6), (4, 1e6)))
+  out = specjax.speculative_generate(target, full, prompts, lengths, gamma=G, max_new_tokens=12, adaptive=one)
+  assert out.stats["submitted_histogram"][2:] == [0] * (G - 1) and out.stats["submitted_histogram"][1] > 0
+  np.testing.assert_array_equal(out.tokens, specjax.generate(target, prompts, lengths, max_new_tokens=12).tokens)
+
+
 @flax.struct.dataclass
 class AlwaysDrafts(specjax.drafters.DraftModel):
   """The same draft model without ``idle``: it drafts in every round, used or not."""

@@ -8,6 +8,10 @@ model costing a real fraction of a target step per token, that is time saved, no
 verify pass (transformers' assisted generation stops the same way, ``assistant_confidence_threshold``).
 The drafts that are computed are the same as without the stop: same random keys, same positions.
 
+``max_drafts`` (set by the loop each round, :meth:`Drafter.drafting_at_most`): the round's draft
+budget, chosen from the rows' past before drafting; the model runs that many passes at most, so a
+round the loop plans to verify at width 1 costs one draft pass, not ``gamma``.
+
 ``subset_K`` (optional): draft-vocabulary truncation (:mod:`specjax.drafters.vocab`): the model's
 logits cover those ``K`` ids (a ``K``-wide head, e.g. :mod:`specjax.models.draft_lm`) or are cut
 to them (a full-vocabulary model); q is zero outside the subset, exactly as lossless.
@@ -41,7 +45,11 @@ class DraftModel(Drafter):
   subset_K: jax.Array | None = None  # int32 token ids the drafter's logits cover (None: all)
   stop_below: float = flax.struct.field(pytree_node=False, default=0.0)  # 0: always draft gamma tokens
   stop_below_B: jax.Array | None = None  # float32 [B]: this round's per-row thresholds (None: stop_below)
+  max_drafts: jax.Array | None = None  # int32 []: this round's draft budget (None: gamma)
   kind = "draft_model"
+
+  def drafting_at_most(self, limit) -> "DraftModel":
+    return self.replace(max_drafts=jnp.asarray(limit, jnp.int32))
 
   def stopping_below(self, confidence) -> "DraftModel":
     if isinstance(confidence, (int, float)):
@@ -132,10 +140,12 @@ class DraftModel(Drafter):
     top_GxB = jnp.zeros((gamma,) + top_B.shape, jnp.float32).at[0].set(top_B)
     below_B = self.stop_below if self.stop_below_B is None else self.stop_below_B
 
+    last = gamma if self.max_drafts is None else jnp.minimum(gamma, self.max_drafts)
+
     def more(carry):
       i, _, _, sure_B, *_ = carry
       stops = self.stop_below > 0 or self.stop_below_B is not None
-      return (i < gamma) & jnp.any(sure_B) if stops else i < gamma  # no reduction when fixed
+      return (i < last) & jnp.any(sure_B) if stops else i < last  # no reduction when fixed
 
     def step(carry):
       i, cache, token_B, sure_B, tokens_GxB, q_GxBxV, top_GxB = carry
@@ -150,4 +160,5 @@ class DraftModel(Drafter):
     carry = (jnp.ones((), jnp.int32), cache, token_B, top_B >= below_B, tokens_GxB, q_GxBxV, top_GxB)
     _, cache, _, _, tokens_GxB, q_GxBxV, top_GxB = jax.lax.while_loop(more, step, carry)
     q_BxGxV = None if q_GxBxV is None else jnp.transpose(q_GxBxV, (1, 0, 2))
-    return cache, Draft(tokens_GxB.T, q_BxGxV, confidence_BxG=top_GxB.T)
+    num_B = None if self.max_drafts is None else jnp.full(token_B.shape, last, jnp.int32)
+    return cache, Draft(tokens_GxB.T, q_BxGxV, num_B=num_B, confidence_BxG=top_GxB.T)
