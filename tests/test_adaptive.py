@@ -134,10 +134,20 @@ def test_draft_model_stops_drafting_where_nothing_more_is_submitted(target, draf
                                 [offered[0][0], G, offered[0][2]])
 
 
+@flax.struct.dataclass
+class Budgeted(specjax.drafters.DraftModel):
+  """A draft model that reports each budget the loop gives it."""
+  record: object = flax.struct.field(pytree_node=False, default=None)
+
+  def drafting_at_most(self, limit):
+    jax.debug.callback(lambda k: self.record(int(k)), limit)
+    return super().drafting_at_most(limit)
+
+
 def test_draft_budget_drafts_no_more_and_submits_the_same(target, draft_model):
   """``drafting_at_most(k)``: the draft model runs k passes (later positions never drafted: confidence
-  0), offers k drafts, and those k are the full round's. In the loop, costs that make width 1 the best
-  (as loop_costs forces it) keep every round to one draft, and greedy output stays the target's."""
+  0), offers k drafts, and those k are the full round's; the loop gives it the width the rows' past
+  picks, and greedy output stays the target's."""
   G = 4
   full = specjax.drafters.DraftModel(draft_model)
   prompts = np.repeat(PROMPT, 2, 0).astype(np.int32)
@@ -154,10 +164,14 @@ def test_draft_budget_drafts_no_more_and_submits_the_same(target, draft_model):
   assert (np.asarray(drafts[1].confidence_BxG)[:, 2:] == 0).all()
   assert (np.asarray(drafts[0].confidence_BxG)[:, 2:] > 0).all()
   assert drafts[0].num_B is None
-  # in the loop: width 1 the cheapest per expected token at any alpha, so every round drafts one token
-  one = specjax.Adaptive(prior=0.9, verify_costs=((0, 1.0), (1, 1.0), (2, 1e6), (4, 1e6)))
-  out = specjax.speculative_generate(target, full, prompts, lengths, gamma=G, max_new_tokens=12, adaptive=one)
-  assert out.stats["submitted_histogram"][2:] == [0] * (G - 1) and out.stats["submitted_histogram"][1] > 0
+  # in the loop: costs that make width 2 the cheapest per expected token at any alpha (as loop_costs
+  # forces a width), so every round's budget is 2
+  budgets = []
+  two = specjax.Adaptive(prior=0.9, verify_costs=((0, 1e6), (1, 1e6), (2, 1.0), (4, 1e6)))
+  drafter = Budgeted(draft_model, record=lambda k: budgets.append(k))
+  out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=G, max_new_tokens=12, adaptive=two)
+  assert budgets and set(budgets) == {2}, budgets
+  assert out.stats["submitted_histogram"][3:] == [0] * (G - 2) and out.stats["submitted_histogram"][2] > 0
   np.testing.assert_array_equal(out.tokens, specjax.generate(target, prompts, lengths, max_new_tokens=12).tokens)
 
 

@@ -174,7 +174,7 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
 def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int = 64, temperature: float = 0.0,
               batch_size: int = 1, chat: bool | None = None, repeats: int = 1, seed: int = 0,
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
-              confidence: float = 0.4, slope: float = -1.0, scale_confidence: bool = True,
+              confidence: float = 0.4, slope: float = -1.0, scale_confidence: bool = True, memory: float = -1.0,
               stop_at_eos: bool = True) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
   first turns; the JSON-ready result."""
@@ -191,6 +191,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
     raise InputError(str(e)) from e
   sampling = specjax.Sampling(temperature, 0, 1.0)
   eos_id = tokenizer.eos_id if stop_at_eos else None  # None: every row writes max_new_tokens
+  estimate = {} if memory < 0 else {"memory": memory}  # < 0: Adaptive's default
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
@@ -202,9 +203,9 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       if mode == "on":
         if slope >= 0:
           settings[name] = specjax.Adaptive(confidence=confidence, verify_slope=slope,
-                                            scale_confidence=scale_confidence)
+                                            scale_confidence=scale_confidence, **estimate)
         else:
-          unmeasured = specjax.Adaptive(confidence=confidence, scale_confidence=scale_confidence)
+          unmeasured = specjax.Adaptive(confidence=confidence, scale_confidence=scale_confidence, **estimate)
           costs = loop_costs(target, drafter, g, unmeasured, calls[0], max_new_tokens=max_new_tokens,
                              sampling=sampling, eos_id=eos_id, seed=seed, repeats=max(repeats, 2))
           settings[name] = dataclasses.replace(unmeasured, verify_costs=costs)
@@ -279,6 +280,8 @@ def _flags():
                      flag_values=fv)
   flags.DEFINE_boolean("scale_confidence", True, "adaptive: a row's cut falls with its miss rate (false: the same "
                        "--confidence for every row)", flag_values=fv)
+  flags.DEFINE_float("memory", -1.0, "adaptive: weight of one observed draft in a row's acceptance estimate "
+                     "(< 0: specjax.Adaptive's default)", flag_values=fv)
   flags.DEFINE_float("verify_slope", -1.0, "adaptive: verify cost per draft in target steps, a line (< 0: measured per width)",
                      flag_values=fv)
   flags.DEFINE_integer("limit", 0, "questions per category (0: all)", flag_values=fv)
@@ -310,6 +313,8 @@ def _check(fv) -> None:
     raise ValueError("--drafters is empty; give at least one (ngram, draft_model:<checkpoint>)")
   if not fv.adaptive or set(fv.adaptive) - {"on", "off"}:
     raise ValueError(f"--adaptive must list on and/or off, got {fv.adaptive}")
+  if fv.memory > 1:
+    raise ValueError(f"--memory must be in [0, 1] (< 0: the default), got {fv.memory}")
   if fv.gamma < 0:
     raise ValueError(f"--gamma must be >= 0 (0: each kind's default), got {fv.gamma}")
 
@@ -344,7 +349,7 @@ def main(argv) -> int:
                        temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
                        adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence, stop_at_eos=fv.stop_at_eos)
+                       scale_confidence=fv.scale_confidence, memory=fv.memory, stop_at_eos=fv.stop_at_eos)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2

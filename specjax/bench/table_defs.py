@@ -20,6 +20,13 @@ def drafter_label(name: str) -> str:
   words = DRAFTER_NAMES.get(kind, kind) + (f" {checkpoint}" if checkpoint else "")
   return words + (f", {mode} draft length" if mode else "")
 
+
+def drafter_setting(row: dict) -> str:
+  """``γ N`` of a specbench row, and the acceptance estimate's memory where it is not the default."""
+  from specjax.adaptive import Adaptive  # pylint: disable=import-outside-toplevel
+  memory = (row.get("adaptive") or {}).get("memory", Adaptive.memory)
+  return f"γ {row['gamma']}" + ("" if memory == Adaptive.memory else f", memory {memory:g}")
+
 @table("summary", "README: where speculation pays and where it does not, one row per setting")
 def summary(src: Sources) -> Table:
   rows = []
@@ -42,7 +49,7 @@ def summary(src: Sources) -> Table:
     for name, r in sb["drafters"].items():
       o = r["overall"]
       rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]),
-                   f"{drafter_label(name)} (γ {r['gamma']})",
+                   f"{drafter_label(name)} ({drafter_setting(r)})",
                    f"Spec-Bench-format suite, {cfg['num_questions']} questions in {len(sb['categories'])} categories"
                    + ("" if cfg.get("stop_at_eos", True) else ", past EOS to a fixed length"),
                    str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
@@ -96,7 +103,7 @@ def specbench(src: Sources) -> Table:
     for name, r in d["drafters"].items():
       o = r["overall"]
       rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), _t_eos(cfg),
-                   f"{drafter_label(name)} (γ {r['gamma']})",
+                   f"{drafter_label(name)} ({drafter_setting(r)})",
                    *(x(r["categories"][g]["speedup"]) for g in groups), x(o["speedup"]),
                    f(o["tokens_per_iteration"]), f(o["alpha"], 3), f(o["tokens_per_s"], 1),
                    f(o["baseline_tokens_per_s"], 1), same(o["identical_to_autoregressive"], cfg["temperature"])])
@@ -113,7 +120,7 @@ def specbench_alpha(src: Sources) -> Table:
     cfg = d["config"]
     for name, r in d["drafters"].items():
       rows.append([TARGET_NAMES.get(cfg["target"], cfg["target"]), str(cfg["batch_size"]), _t_eos(cfg),
-                   f"{drafter_label(name)} (γ {r['gamma']})",
+                   f"{drafter_label(name)} ({drafter_setting(r)})",
                    *(f"{f(r['categories'][g]['alpha'], 2)} / {f(r['categories'][g]['tokens_per_iteration'])}"
                      for g in groups),
                    f"{f(r['overall']['alpha'], 2)} / {f(r['overall']['tokens_per_iteration'])}"])
