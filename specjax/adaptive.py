@@ -19,13 +19,14 @@ step, run in a loop of its own outside the width switch, so a round in which dra
 pay costs what the autoregressive loop does. Where the rows' past alone already picks width 0
 (the choice with every row offering ``gamma`` drafts; fewer never choose wider), a drafter with
 :meth:`Drafter.idle <specjax.drafters.Drafter>` (a draft model) does not draft at all that round
-(a draft model feeds the committed tokens later, in one pass); where it picks a width ``k`` between,
-that drafter drafts at most ``k`` tokens (:meth:`Drafter.drafting_at_most`), so the loop-measured
-cost of a round at width 1 holds one pass of the draft model, not ``gamma``. Rows submit ``min(offered_r, w)``. ``v(w)``, the verify pass
-over ``w + 1`` tokens in one-token target steps, comes from ``verify_costs`` (a round of this loop
-at each width over one at width 0, measured in the loop: :func:`specjax.measure.loop_costs`) or
-else the line ``1 + verify_slope * w``. Measured in the loop is what counts: a wide round also runs
-the width switch and the accept rule, and a short pass timed alone is easily thrown off by load
+(a draft model feeds the committed tokens later, in one pass). Whatever width that choice picks
+is the round's draft budget (:meth:`Drafter.drafting_at_most`): a draft model drafts no more, so
+the loop-measured cost of a round at width 1 holds one pass of the draft model, not ``gamma``.
+Rows submit ``min(offered_r, w)``. ``v(w)``, the verify pass over ``w + 1`` tokens in one-token
+target steps, comes from ``verify_costs`` (a round of this loop at each width over one at width 0,
+measured in the loop: :func:`specjax.measure.loop_costs`) or else the line ``1 + verify_slope * w``.
+Measured in the loop is what counts: a wide round also runs the width switch and the accept rule,
+and a short pass timed alone is easily thrown off by load
 (SmolLM2-135M on a 2-core CPU, batch 1: 1.18 / 1.36 / 1.66 at widths 1 / 2 / 4, where passes timed
 alone once gave 1.04 / 1.12 / 1.24 and drafting on prompts it rarely matched lost 6-13%).
 

@@ -243,14 +243,14 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     choose = lambda offered_B: adaptive_lib.choose_width(adaptive, widths, estimate.alpha_B, offered_B, ~rows.done_B,
                                                          verify_costs_W, remaining_B)
     idle = None
-    if len(widths) > 1 and drafter.idle is not None:
+    if len(widths) > 1:
       # The width chosen as if every row offered gamma drafts is the round's draft budget: the rows'
-      # past alone says no wider pass pays (fewer offered drafts never choose a wider one). Budget 0:
-      # the drafter does not draft at all.
+      # past alone says no wider pass pays (fewer offered drafts never choose a wider one).
       budget = choose(jnp.full(estimate.alpha_B.shape, gamma, jnp.int32))
-      idle = budget == 0
       drafting = drafting.drafting_at_most(jnp.asarray(widths, jnp.int32)[budget])
       propose = lambda: drafting.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
+    if len(widths) > 1 and drafter.idle is not None:  # budget 0: the drafter does not draft at all
+      idle = budget == 0
       empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(propose)[1])
       drafter_state, draft = jax.lax.cond(
           idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty), propose)

@@ -94,10 +94,10 @@ class Drafter:
       ``confidence`` (a float, or float32 [B]: a threshold per row, set by the loop each round)
       will be submitted (the loop's adaptive draft length cuts there); one that drafts token by
       token may stop computing there. Default: itself, unchanged.
-    drafting_at_most(limit): this drafter, told that at most ``limit`` drafts (an int32 scalar the
-      loop chooses each round from the rows' past, before drafting) will be submitted; one whose
-      drafting costs real time per token drafts no more and sets ``Draft.num_B`` to at most
-      ``limit``. Default: itself, unchanged.
+    drafting_at_most(limit): this drafter, told that at most ``limit`` drafts (an int32 scalar
+      the adaptive loop chooses each round from the rows' past, before drafting) will be
+      submitted; one whose drafting costs real time per token drafts no more and sets
+      ``Draft.num_B`` to at most ``limit``. Default: itself, unchanged.
   """
   kind: ClassVar[str] = "base"
   array_axes: ClassVar[dict] = {}
