@@ -36,6 +36,7 @@ def get_config(arg: str | None = None):
   c.output = ""         # a .jsonl file: one line per prompt (prompt, text, tokens, stop: eos or length)
   c.adaptive = True     # rows submit 0..gamma drafts; the verify pass runs at the smallest width holding them
   c.confidence = 0.4    # a row stops drafting at the drafter's first position it is less sure of (chains)
+  c.acceptance_memory = -1.0  # weight of one observed draft in a row's acceptance estimate; < 0: Adaptive's
   c.verify_slope = -1.0  # verify cost per draft in target steps (a line); < 0: v measured per width before the run
   c.allow_lossy = False  # True runs lossy configurations (lenience < 1, typical acceptance, ...), reported
   c.imports = ()        # modules imported first: a drafter of your own registers itself there

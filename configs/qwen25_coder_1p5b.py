@@ -35,6 +35,9 @@ def get_config(arg: str | None = None):
   # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
   c.drafter = drafter_section(kind, **DRAFTERS[kind])
   c.chat = True
+  # one rejected draft moves a row's acceptance estimate 5% of the way (default 30%): a round that drafts
+  # costs 2-3 target steps here, and a row that overreacts sits idle for rounds its drafts would have paid
+  c.acceptance_memory = 0.05
   c.prompt = "Write a Python function that returns the n-th Fibonacci number, with a docstring."
   c.max_new_tokens = 128
   c.repeats = 2

@@ -50,7 +50,7 @@ from specjax.suggest import did_you_mean
 RUN_DEFAULTS = dict(batch_size=1, prompt_len=32, max_new_tokens=64, temperature=0.0, top_k=0, top_p=1.0,
                     lenience=1.0, eos_id=-1, stop_at_eos=True, seed=0, repeats=3, mesh="", distributed=False,
                     prompt="", prompts_file="", chat=False, refill=False, adaptive=True, confidence=0.4,
-                    verify_slope=-1.0, allow_lossy=False, imports=(), max_len=0, output="")
+                    acceptance_memory=-1.0, verify_slope=-1.0, allow_lossy=False, imports=(), max_len=0, output="")
 # Keys read by the dry run and the paper configs only.
 PLANNING_KEYS = ("name", "hardware", "alpha", "latency", "paper", "calibrate", "collective_latency_us")
 # The flat layout's keys and where they live now.
@@ -233,10 +233,11 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
     c, v = measure.costs(target, drafter, prompts[:rows], lengths[:rows], gamma, num_nodes, sampling, max_len)
   adaptive = None
   if config.adaptive and tree is None:
+    estimate = {} if config.acceptance_memory < 0 else {"memory": config.acceptance_memory}  # < 0: Adaptive's default
     if config.verify_slope >= 0:  # a line v(w) = 1 + slope * w
-      adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=config.verify_slope)
+      adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=config.verify_slope, **estimate)
     else:  # a round at every compiled width, measured in the loop on these prompts
-      adaptive = specjax.Adaptive(confidence=config.confidence)
+      adaptive = specjax.Adaptive(confidence=config.confidence, **estimate)
       _say(verbose, "compiling speculative decoding; timing its rounds at each verify width")
       with specjax.sharding.decode_context(mesh):
         costs = measure.loop_costs(target, drafter, prompts, lengths, gamma=gamma, adaptive=adaptive,

@@ -131,11 +131,13 @@ def test_cli_run_prints_text_speedup_and_identity(capsys, monkeypatch):
   # run through the CLI on the demo pair (tests/test_prompts.py, tests/test_readme.py) and alone in
   # tests/test_adaptive.py
   config.verify_slope = 0.1
+  config.acceptance_memory = 0.05  # the estimate's weight per draft reaches the loop's Adaptive
   summary = experiment.run(config, report=experiment.print_report)
   out = capsys.readouterr().out
   assert summary["identical_to_autoregressive"] and "identical to greedy autoregressive output: yes" in out
   assert "def fibonacci(n):" in out and "speedup" in out
   assert summary["target"] == "smollm2-135m-instruct" and summary["eos_id"] == 2
+  assert summary["adaptive"]["memory"] == 0.05 and summary["adaptive"]["verify_slope"] == 0.1
 
 
 # the drafters shipped under specjax/assets for each real target, as the registry builds them (kind, options);

@@ -144,7 +144,7 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   questions.write_bytes(sp.dumps([dict(r, turns=[r["turns"][0][:200]]) for r in shipped]))
   out = tmp_path / "out.json"
   flags = [f"--target={tiny_bundle}", f"--questions={questions}", "--max_new_tokens=8"]
-  rc = specbench.main(["specbench", *flags, "--min_prompt_width=256", "--memory=0.05", f"--json_out={out}"])
+  rc = specbench.main(["specbench", *flags, "--min_prompt_width=256", "--acceptance_memory=0.05", f"--json_out={out}"])
   assert rc == 0
   result = json.loads(out.read_text())
   assert result["categories"] == list(sp.CATEGORIES)
@@ -179,5 +179,5 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   assert "'bogus'" in capsys.readouterr().err
   assert specbench.main(["specbench", *flags, "--limit=-1"]) == 2
   assert "--limit" in capsys.readouterr().err
-  assert specbench.main(["specbench", *flags, "--memory=1.5"]) == 2
-  assert "--memory" in capsys.readouterr().err
+  assert specbench.main(["specbench", *flags, "--acceptance_memory=1.5"]) == 2
+  assert "--acceptance_memory" in capsys.readouterr().err

@@ -280,8 +280,8 @@ def _flags():
                      flag_values=fv)
   flags.DEFINE_boolean("scale_confidence", True, "adaptive: a row's cut falls with its miss rate (false: the same "
                        "--confidence for every row)", flag_values=fv)
-  flags.DEFINE_float("memory", -1.0, "adaptive: weight of one observed draft in a row's acceptance estimate "
-                     "(< 0: specjax.Adaptive's default)", flag_values=fv)
+  flags.DEFINE_float("acceptance_memory", -1.0, "adaptive: weight of one observed draft in a row's acceptance "
+                     "estimate (< 0: specjax.Adaptive's default)", flag_values=fv)
   flags.DEFINE_float("verify_slope", -1.0, "adaptive: verify cost per draft in target steps, a line (< 0: measured per width)",
                      flag_values=fv)
   flags.DEFINE_integer("limit", 0, "questions per category (0: all)", flag_values=fv)
@@ -313,8 +313,8 @@ def _check(fv) -> None:
     raise ValueError("--drafters is empty; give at least one (ngram, draft_model:<checkpoint>)")
   if not fv.adaptive or set(fv.adaptive) - {"on", "off"}:
     raise ValueError(f"--adaptive must list on and/or off, got {fv.adaptive}")
-  if fv.memory > 1:
-    raise ValueError(f"--memory must be in [0, 1] (< 0: the default), got {fv.memory}")
+  if fv.acceptance_memory > 1:
+    raise ValueError(f"--acceptance_memory must be in [0, 1] (< 0: the default), got {fv.acceptance_memory}")
   if fv.gamma < 0:
     raise ValueError(f"--gamma must be >= 0 (0: each kind's default), got {fv.gamma}")
 
@@ -349,7 +349,7 @@ def main(argv) -> int:
                        temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
                        adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence, memory=fv.memory, stop_at_eos=fv.stop_at_eos)
+                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2
