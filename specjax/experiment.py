@@ -200,6 +200,7 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
                                 num_kv_heads=2, head_dim=16, mlp_dim=64)
   gamma = gamma_of(config)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
+  settings = _adaptive_settings(config)  # checked here: a bad value is named before anything loads
   infos = _check_memory_before_loading(config, gamma)
   mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   _say(verbose, f"loading the target ({_what(config.target)})")
@@ -233,11 +234,8 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
     c, v = measure.costs(target, drafter, prompts[:rows], lengths[:rows], gamma, num_nodes, sampling, max_len)
   adaptive = None
   if config.adaptive and tree is None:
-    estimate = {} if config.acceptance_memory < 0 else {"memory": config.acceptance_memory}  # < 0: Adaptive's default
-    if config.verify_slope >= 0:  # a line v(w) = 1 + slope * w
-      adaptive = specjax.Adaptive(confidence=config.confidence, verify_slope=config.verify_slope, **estimate)
-    else:  # a round at every compiled width, measured in the loop on these prompts
-      adaptive = specjax.Adaptive(confidence=config.confidence, **estimate)
+    adaptive = settings
+    if config.verify_slope < 0:  # a round at every compiled width, measured in the loop on these prompts
       _say(verbose, "compiling speculative decoding; timing its rounds at each verify width")
       with specjax.sharding.decode_context(mesh):
         costs = measure.loop_costs(target, drafter, prompts, lengths, gamma=gamma, adaptive=adaptive,
@@ -293,6 +291,14 @@ def _model_infos(config) -> list:
   elif config.drafter.get("checkpoint"):
     infos.append(("drafter", preflight.describe_checkpoint(str(config.drafter.checkpoint))))
   return [(name, info) for name, info in infos if info is not None]
+
+
+def _adaptive_settings(config):
+  """The run's ``specjax.Adaptive`` before its costs are measured (verify_slope >= 0: a line)."""
+  kw = {} if config.acceptance_memory < 0 else {"memory": config.acceptance_memory}  # < 0: Adaptive's default
+  if config.verify_slope >= 0:
+    kw["verify_slope"] = config.verify_slope
+  return specjax.Adaptive(confidence=config.confidence, **kw)
 
 
 def _check_memory_before_loading(config, gamma: int) -> list:

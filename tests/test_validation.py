@@ -94,6 +94,9 @@ def test_cli_bad_config_key_and_unknown_drafter():
   assert proc.returncode != 0 and "gama" in proc.stderr
   proc = _run_cli("--config=configs/tiny_random.py", "--config.drafter.kind=hydra")
   assert proc.returncode != 0 and "unknown drafter kind 'hydra'" in proc.stderr
+  proc = _run_cli("--config=configs/tiny_random.py", "--config.acceptance_memory=1.5")
+  assert proc.returncode != 0 and "Adaptive.memory must be in [0, 1], got 1.5" in proc.stderr
+  assert "loading the target" not in proc.stdout + proc.stderr  # named before anything loads
 
 
 # ----------------------------------------------------------------------------- context, max_len, memory
