@@ -233,9 +233,9 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
     cut_B = None if adaptive is None or not is_chain else adaptive_lib.thresholds(adaptive, estimate.alpha_B)
     drafting = drafter if cut_B is None or adaptive.confidence <= 0 else drafter.stopping_below(cut_B)
-    propose = lambda: drafting.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
+    propose = lambda d: d.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
     if not is_chain:  # token trees verify every node
-      drafter_state, draft = propose()
+      drafter_state, draft = propose(drafting)
       return (rows, cache, drafter_state, estimate, rng, stats, queue), Plan(draft, None, jnp.zeros((), jnp.int32),
                                                                             accept_rng)
     # a fixed batch ends with its slowest row; with refill every row's tokens count
@@ -248,14 +248,15 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
       # past alone says no wider pass pays (fewer offered drafts never choose a wider one).
       budget = choose(jnp.full(estimate.alpha_B.shape, gamma, jnp.int32))
       drafting = drafting.drafting_at_most(jnp.asarray(widths, jnp.int32)[budget])
-      propose = lambda: drafting.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
-    if len(widths) > 1 and drafter.idle is not None:  # budget 0: the drafter does not draft at all
-      idle = budget == 0
-      empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(propose)[1])
+      if drafter.idle is not None:  # budget 0: the drafter does not draft at all
+        idle = budget == 0
+    if idle is not None:
+      empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(lambda: propose(drafting))[1])
       drafter_state, draft = jax.lax.cond(
-          idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty), propose)
+          idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty),
+          lambda: propose(drafting))
     else:
-      drafter_state, draft = propose()
+      drafter_state, draft = propose(drafting)
     offered_B = adaptive_lib.offered(draft, gamma, adaptive, threshold_B=cut_B)
     pick = jnp.zeros((), jnp.int32)
     if len(widths) > 1:
