@@ -213,9 +213,13 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
 
 
 @functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
-                                             "max_len", "lenience", "batch_size", "adaptive"))
+                                             "max_len", "lenience", "batch_size", "adaptive", "drafter_class"))
 def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_costs_W=None, *, gamma, max_new_tokens,
-                 sampling, eos_id, pad_id, max_len, lenience, batch_size=None, adaptive=None):
+                 sampling, eos_id, pad_id, max_len, lenience, batch_size=None, adaptive=None, drafter_class=None):
+  # drafter_class: only a compile key. jax's tree structures of two dataclasses with the same fields
+  # compare equal whatever their classes, so a subclass that changes only methods could otherwise
+  # run a program traced with its parent's (now and then: where their hashes meet in jit's cache).
+  del drafter_class
   start = _start_speculative(target, drafter, max_len)
   (cache, drafter_state), rows, start_B, queue = _start_queue(prompts_BxP, prompt_lengths_B, batch_size,
                                                               max_new_tokens, pad_id, start)
@@ -387,7 +391,8 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
     tokens, lengths, stats = _speculative(
         target, drafter, prompts, prompt_lengths, rng, costs_W, gamma=gamma, max_new_tokens=max_new_tokens,
         sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len, lenience=float(lenience),
-        batch_size=batch_size, adaptive=None if chain_adaptive is None else adaptive_lib.compile_key(adaptive))
+        batch_size=batch_size, adaptive=None if chain_adaptive is None else adaptive_lib.compile_key(adaptive),
+        drafter_class=type(drafter))
   tokens, lengths = sharding.to_host(tokens), sharding.to_host(lengths)  # gathers when the mesh spans hosts
   stats = summarize(stats, lengths, gamma, rows=batch_size)
   stats["lossy"] = reason is not None

@@ -131,16 +131,28 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   return tuple(out)
 
 
-@functools.partial(jax.jit, static_argnames=("max_len",))
 def initial_state(target, drafter, prompts_BxP, lengths_B, *, max_len):
   """``(drafter state after the prompt, tokens_BxS)``; the drafter is an argument, not compiled-in constants."""
+  return _initial_state(target, drafter, prompts_BxP, lengths_B, max_len=max_len, drafter_class=type(drafter))
+
+
+def propose_tokens(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling):
+  """One ``drafter.propose`` round: its ``tokens_BxG``."""
+  return _propose_tokens(drafter, state, tokens_BxS, lengths_B, rng, gamma=gamma, sampling=sampling,
+                         drafter_class=type(drafter))
+
+
+# drafter_class: a compile key only, as in decode._speculative (tree structures ignore the class)
+@functools.partial(jax.jit, static_argnames=("max_len", "drafter_class"))
+def _initial_state(target, drafter, prompts_BxP, lengths_B, *, max_len, drafter_class):
+  del drafter_class
   tokens_BxS = jnp.zeros((prompts_BxP.shape[0], max_len), jnp.int32).at[:, :prompts_BxP.shape[1]].set(prompts_BxP)
   return drafter.init(target, prompts_BxP, lengths_B, max_len), tokens_BxS
 
 
-@functools.partial(jax.jit, static_argnames=("gamma", "sampling"))
-def propose_tokens(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling):
-  """One ``drafter.propose`` round: its ``tokens_BxG``."""
+@functools.partial(jax.jit, static_argnames=("gamma", "sampling", "drafter_class"))
+def _propose_tokens(drafter, state, tokens_BxS, lengths_B, rng, *, gamma, sampling, drafter_class):
+  del drafter_class
   return drafter.propose(state, tokens_BxS, lengths_B, gamma, sampling, rng)[1].tokens_BxG
 
 
