@@ -381,6 +381,20 @@ def test_loop_costs_are_measured_per_width_in_the_loop_the_run_compiles():
   assert np.array_equal(out.tokens, specjax.generate(target, prompts, lengths, **kw).tokens)
 
 
+def test_loop_costs_time_full_length_runs_when_eos_stops_them_early():
+  """A run that ends at EOS after a few rounds is mostly its fixed per-call cost: the widths are
+  then timed again without the EOS (a second program), over max_new_tokens rounds."""
+  target = testing.tiny_decoder(vocab_size=32, num_layers=1)
+  prompts, lengths = np.array([[1, 2, 3, 1, 2, 3]], np.int32), np.array([6], np.int32)
+  kw = dict(max_new_tokens=10, max_len=32)  # not the other tests' program
+  eos = int(specjax.generate(target, prompts, lengths, **kw).tokens[0, 1])  # greedy's second token
+  before = specjax.decode._speculative._cache_size()  # pylint: disable=protected-access
+  costs = specjax.measure.loop_costs(target, specjax.drafters.NGram(2), prompts, lengths, gamma=4,
+                                     adaptive=specjax.Adaptive(), repeats=1, eos_id=eos, **kw)
+  assert [w for w, _ in costs] == [0, 1, 2, 4] and costs[0][1] == 1.0
+  assert specjax.decode._speculative._cache_size() == before + 2  # with the EOS, then without  # pylint: disable=protected-access
+
+
 def test_measured_costs_do_not_recompile_the_loop():
   """The costs are a traced argument: runs with different measured costs share one compiled loop
   (the CLI measures them anew each run and reuses the persistent compilation cache)."""
