@@ -108,8 +108,8 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   at least ``1 + min_slope * w``, so noise never makes a width look cheaper than a narrower one.
 
   Where the rows reach ``eos_id`` before ``max_new_tokens``, the runs are timed again without it (one
-  more compile): a run of a few rounds is mostly its fixed per-call cost, and every width then came
-  out near 1 (Gemma 3 270M: 1.02 / 1.10 / 1.32 for a round costing 1.6 / 1.7 / 1.8 steps)."""
+  more compile): a run of a few rounds is mostly its fixed per-call cost (dispatch, prefill timing
+  error), which would make every width look about as cheap as a plain round."""
   from specjax import decode  # pylint: disable=import-outside-toplevel  (decode sits above this module)
   widths = adaptive.widths_for(gamma)
   def forced(w, kw):

