@@ -232,13 +232,15 @@ class TestCoder05B:
     import specjax  # pylint: disable=import-outside-toplevel
     prompts, lengths = _batch(pair["rows"])
     out = specjax.generate(pair["model"], prompts, lengths, max_new_tokens=N_NEW)  # ragged batch
-    np.testing.assert_array_equal(out.tokens, _hf_next_tokens(pair["torch"], pair["hf"], pair["rows"], out.tokens))
+    want = _hf_next_tokens(pair["torch"], pair["hf"], pair["rows"], out.tokens)
+    np.testing.assert_array_equal(out.tokens, want)
     assert "def" in pair["tok"].decode(out.tokens[3])  # the chat answer is code
 
 
 @pytest.mark.slow
 def test_coder_1p5b_greedy_and_speculative_with_the_0p5b_drafter():
-  """Greedy speculative tokens of the 1.5B with the 0.5B drafting are transformers' greedy tokens. float32 is ~7 GB per framework: specjax's models are freed before transformers loads."""
+  """Greedy speculative tokens of the 1.5B with the 0.5B drafting are transformers' greedy tokens.
+  float32 is ~7 GB per framework: specjax's models are freed before transformers loads."""
   _need_files()
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
