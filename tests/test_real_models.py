@@ -8,6 +8,7 @@ installs them. The conversion is cached (specjax.loading), so only the first run
 """
 import gc
 
+import hf_parity  # tests/ is on sys.path under pytest
 import jax
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import pytest
 import specjax
 from specjax import gguf_import, loading, registry
 
-N_NEW = 32  # greedy parity over 32 new tokens (was 64): the torch reference generates row by row, N_NEW steps each
+N_NEW = 32  # greedy tokens per prompt
 PROMPTS = ["def fibonacci(n):\n", "The capital of France is", "Die Katze sitzt auf dem Dach und",
            "import numpy as np\n\nx = np.linspace(0, 1, 11)\n# the mean of x is"]
 MODELS = ("smollm2-135m-instruct", "gemma3-270m")
@@ -30,19 +31,6 @@ def _hf_model(torch, transformers, path):
   m.generation_config.eos_token_id = None  # both sides run the full length
   m.generation_config.pad_token_id = 0
   return m
-
-
-def _hf_greedy(torch, hf, ids):
-  """transformers' greedy tokens for each prompt, one left-padded batch (the same tokens as one
-  prompt at a time, in less than half the time)."""
-  width = max(map(len, ids))
-  x = torch.zeros((len(ids), width), dtype=torch.long)
-  mask = torch.zeros_like(x)
-  for r, row in enumerate(ids):
-    x[r, width - len(row):], mask[r, width - len(row):] = torch.tensor(row), 1
-  with torch.no_grad():
-    out = hf.generate(x, attention_mask=mask, do_sample=False, max_new_tokens=N_NEW, min_new_tokens=N_NEW)
-  return out[:, width:].numpy()
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -60,14 +48,17 @@ def real(request):
   if request.param.endswith("instruct"):  # an instruct model also gets its chat template
     chat = tok.apply_chat_template([{"role": "user", "content": "Write a haiku about the sea."}])
     ids[2] = tok.encode(chat, add_special_tokens=False)
-  hf_greedy = _hf_greedy(torch, hf, ids)
   width = max(map(len, ids))
   prompts = np.zeros((len(ids), width), np.int32)
   for r, row in enumerate(ids):
     prompts[r, :len(row)] = row
   lengths = np.array([len(r) for r in ids], np.int32)
+  # specjax's greedy tokens on a ragged batch; test_greedy_ragged_batch_matches_transformers holds
+  # them to transformers' argmax after each prefix, and the speculative tests to these tokens
+  greedy = specjax.generate(model, prompts, lengths, max_new_tokens=N_NEW).tokens
+  hf_next = hf_parity.next_tokens(torch, hf, ids, greedy)
   yield dict(name=request.param, model=model, scanned=scanned, tok=tok, hf=hf, torch=torch, prompts=prompts,
-             lengths=lengths, hf_greedy=hf_greedy)
+             lengths=lengths, greedy=greedy, hf_next=hf_next)
   del model, scanned, hf
   gc.collect()
   jax.clear_caches()  # these programs are large and never run again in this process
@@ -99,22 +90,21 @@ def test_logits_match_transformers(real):
 
 
 def test_greedy_ragged_batch_matches_transformers(real):
-  """A ragged batch (right-padded here, left-padded in transformers' reference) gives transformers'
-  greedy tokens in every row."""
-  out = specjax.generate(real["model"], real["prompts"], real["lengths"], max_new_tokens=N_NEW)
+  """A ragged batch (right-padded) gives transformers' greedy tokens in every row: each token is
+  transformers' argmax after the prompt and the tokens before it (one unpadded forward per row)."""
   assert len(set(real["lengths"].tolist())) > 1  # ragged
-  np.testing.assert_array_equal(out.tokens, real["hf_greedy"])
-  assert all(len(real["tok"].decode(row).strip()) > 20 for row in out.tokens)  # real text, not a run of pads
+  np.testing.assert_array_equal(real["greedy"], real["hf_next"])
+  assert all(len(real["tok"].decode(row).strip()) > 20 for row in real["greedy"])  # real text, not a run of pads
 
 
 def test_ngram_speculative_equals_autoregressive(real):
-  """Greedy n-gram speculation on the scanned decoder == transformers' greedy tokens (the unrolled
-  decoder is held to them by the generate tests above; speculation on unrolled decoders is tested
-  on the tiny ones, tests/test_greedy_equality.py)."""
+  """Greedy n-gram speculation on the scanned decoder == the unrolled decoder's greedy tokens (held to
+  transformers' by the test above; speculation on unrolled decoders is tested on the tiny ones,
+  tests/test_greedy_equality.py)."""
   assert real["scanned"].config.scanned and not real["model"].config.scanned
   out = specjax.speculative_generate(real["scanned"], specjax.drafters.NGram(3), real["prompts"], real["lengths"],
                                      gamma=4, max_new_tokens=N_NEW)
-  np.testing.assert_array_equal(out.tokens, real["hf_greedy"])
+  np.testing.assert_array_equal(out.tokens, real["greedy"])
   assert out.stats["tokens_per_iteration"] > 1.0  # the drafts were used, not all rejected
 
 
@@ -152,13 +142,13 @@ SHIPPED = {
 
 def test_shipped_drafters_equal_greedy(real):
   """Every trained drafter shipped for this target (truncated vocabularies included), loaded the way
-  the registry builds it, on the scanned decoder: greedy speculative output == transformers' greedy
-  tokens, and drafts get accepted."""
+  the registry builds it, on the scanned decoder: greedy speculative output == the greedy tokens
+  (transformers', test above), and drafts get accepted."""
   for name, options in SHIPPED[real["name"]]:
     gamma = options["gamma"]
     drafter = specjax.drafters.build(name, options, real["scanned"])
     assert drafter.subset_K is not None, f"{name}: the shipped drafter should carry its truncated vocabulary"
     out = specjax.speculative_generate(real["scanned"], drafter, real["prompts"], real["lengths"], gamma=gamma,
                                        max_new_tokens=N_NEW)
-    np.testing.assert_array_equal(out.tokens, real["hf_greedy"], err_msg=name)
+    np.testing.assert_array_equal(out.tokens, real["greedy"], err_msg=name)
     assert out.stats["mean_accepted"] > 0.1, (name, out.stats["mean_accepted"])
