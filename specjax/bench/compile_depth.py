@@ -94,8 +94,12 @@ def _run(fv) -> int:
     raise common.UsageError(f"--d_model={fv.d_model} must be a multiple of --heads={fv.heads}, and --heads of "
                             f"--kv_heads={fv.kv_heads}")
   import jax  # pylint: disable=import-outside-toplevel
+  cache_was = jax.config.jax_enable_compilation_cache
   jax.config.update("jax_enable_compilation_cache", False)  # first calls must compile
-  rows = [measure_one(fv, d, layout) for d in depths for layout in layouts]
+  try:
+    rows = [measure_one(fv, d, layout) for d in depths for layout in layouts]
+  finally:  # the setting is part of every later cache key: left off, a caller's cached programs all miss
+    jax.config.update("jax_enable_compilation_cache", cache_was)
   meta = {k: fv[k].value for k in ("d_model", "mlp_dim", "heads", "kv_heads", "vocab", "batch", "gamma",
                                     "max_new_tokens", "repeats")}
   meta.update(jax=jax.__version__, backend=jax.default_backend(), machine=platform.processor() or platform.machine())
