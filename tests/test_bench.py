@@ -207,8 +207,10 @@ def test_families_one_table_over_families(tmp_path):
 @pytest.mark.slow
 def test_families_lossy_variant_runs_with_allow_lossy(tmp_path, capsys):
   """A lossy variant is refused unless the variant sets allow_lossy=True; then its row is flagged."""
+  # the shapes of test_families_one_table_over_families: its draft_model row's prefill, verify-pass
+  # and drafter-state programs are reused (only the sampled ones compile)
   common = ["--pair=configs/tiny_random.py", "--families=", "--batch_sizes=1", "--temperatures=1",
-            "--max_new_tokens=4", "--repeats=1", f"--out_dir={tmp_path}"]
+            "--max_new_tokens=8", "--repeats=1", f"--out_dir={tmp_path}"]
   assert bench("families", *common, "--variant=l:draft_model:lenience=0.5") == 2
   assert "allow_lossy=True" in capsys.readouterr().err
   assert bench("families", *common, "--variant=l:draft_model:lenience=0.5:allow_lossy=True") == 0
@@ -250,8 +252,9 @@ def test_large_vocab_rows_per_vocab_and_sampling(tmp_path):
 
 @pytest.mark.slow
 def test_profile_pieces_of_one_step(tmp_path):
+  # small rate probes: the floors only need positive rates (the defaults take seconds on 2 cores)
   assert bench("profile", "--batch_sizes=1", "--prompt_len=8", "--max_new_tokens=8", "--gamma=2", "--repeats=1",
-               f"--out_dir={tmp_path}", "--out_name=smoke") == 0
+               "--copy_mb=4", "--matmul_n=128", f"--out_dir={tmp_path}", "--out_name=smoke") == 0
   data = json.loads((tmp_path / "profile_smoke.json").read_text())
   (row,) = data["rows"]
   assert row["batch"] == 1 and row["minimal_same_tokens"] is True and row["iterations"] >= 1
@@ -259,16 +262,20 @@ def test_profile_pieces_of_one_step(tmp_path):
               "iteration_in_loop_ms", "floor_bytes_ms", "floor_flops_ms"):
     assert row[key] > 0, key
   assert row["pieces_ms"] == pytest.approx(row["draft_ms"] + row["verify_ms"] + row["accept_ms"] + row["commit_ms"])
+  assert data["rates"]["copy_bytes_per_s"] > 0 and data["rates"]["matmul_flops_per_s"] > 0
   md = (tmp_path / "profile_smoke.md").read_text()
   assert "| B | AR ms/step |" in md and "- B=1:" in md
 
 
 def test_compile_depth_and_precision_commands(tmp_path):
+  import jax  # pylint: disable=import-outside-toplevel
+  cache_was = jax.config.jax_enable_compilation_cache
   assert bench("compile_depth", "--depths=2", "--d_model=32", "--mlp_dim=64", "--max_new_tokens=2", "--repeats=1",
                f"--out_dir={tmp_path}", "--name=depth") == 0
   rows = json.loads((tmp_path / "depth.json").read_text())["rows"]
   assert [(r["depth"], r["layout"]) for r in rows] == [(2, "unrolled"), (2, "scanned")]
   assert all(r["generate_first_s"] > 0 and r["speculative_ms_per_token"] > 0 for r in rows)
+  assert jax.config.jax_enable_compilation_cache == cache_was  # it turns the cache off for itself only
   assert bench("precision", "--models=demo/drafter", "--max_new_tokens=4", "--repeats=1", f"--out_dir={tmp_path}",
                "--name=prec") == 0
   rows = json.loads((tmp_path / "prec.json").read_text())["rows"]

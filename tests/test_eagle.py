@@ -1,9 +1,9 @@
 """EAGLE-3 head and EAGLE-2 dynamic trees: training matches decoding, greedy equality, chi-squared exactness.
 
-Exactness design as in test_exactness.py: 50k rows of one prompt, 2 tokens each, a chi-squared
-test of the 64 joint counts against the exact target distribution, for chain, static tree and
-dynamic tree at T=1 and with top-p. The power check: EAGLE-2's selection score (the drawn token's
-own probability) applied to sampled children must FAIL the same test.
+Exactness design as in test_exactness.py: N rows of one prompt, 3 tokens each, a chi-squared
+test of the 512 joint counts against the exact target distribution, for static and dynamic trees
+at T=1 and with top-p. The power check: EAGLE-2's selection score (the drawn token's own
+probability) applied to sampled children must FAIL the same test, on the same number of rows.
 """
 import pathlib
 
@@ -24,7 +24,9 @@ from specjax.train import heads as train_heads
 from specjax.train import loop
 
 V = 8
-N = stats_util.N  # rows per chi-squared run, shared with the other exactness tests
+# rows per chi-squared run: a quarter of the shared stats_util.N (the loop's run time is
+# proportional to it). The power check still fails by far: p ~ 1e-88 on 5,000 rows (0 on 20,000).
+N = stats_util.N // 4
 T1 = specjax.Sampling(temperature=1.0)
 TOPP = specjax.Sampling(temperature=1.0, top_p=0.8)
 DEMO_HEAD = pathlib.Path(specjax.__file__).parent / "assets" / "demo" / "eagle"

@@ -165,6 +165,9 @@ def _flags():
   flags.DEFINE_integer("prompt_len", 48, "prompt tokens per row", flag_values=fv)
   flags.DEFINE_integer("max_new_tokens", 128, "generated tokens per row", flag_values=fv)
   flags.DEFINE_integer("repeats", 5, "timed repeats (median)", flag_values=fv)
+  flags.DEFINE_integer("copy_mb", 128, "buffer of the bandwidth measurement (MB; the byte floor)", flag_values=fv)
+  flags.DEFINE_integer("matmul_n", 1024, "square matmul of the FLOP-rate measurement (the FLOP floor)",
+                       flag_values=fv)
   flags.DEFINE_string("out_dir", "benchmarks/profile", "where the table goes", flag_values=fv)
   flags.DEFINE_string("out_name", "demo", "file name suffix", flag_values=fv)
   return fv
@@ -172,7 +175,7 @@ def _flags():
 
 def _run(fv) -> int:
   batches = common.parse_list(fv.batch_sizes, int, "batch_sizes", lambda b: b >= 1)
-  for name in ("gamma", "prompt_len", "max_new_tokens", "repeats"):
+  for name in ("gamma", "prompt_len", "max_new_tokens", "repeats", "copy_mb", "matmul_n"):
     if fv[name].value < 1:
       raise common.UsageError(f"--{name} must be >= 1, got {fv[name].value}")
   import jax  # pylint: disable=import-outside-toplevel
@@ -182,7 +185,7 @@ def _run(fv) -> int:
   drafter = (specjax.drafters.NGram(n=3) if fv.drafter == "ngram"
              else specjax.drafters.DraftModel(specjax.load_pretrained(fv.drafter)[0]))
   cfg = {"prompt_len": fv.prompt_len, "max_new_tokens": fv.max_new_tokens, "gamma": fv.gamma, "repeats": fv.repeats}
-  rates = profiling.machine_rates()
+  rates = profiling.machine_rates(copy_mb=fv.copy_mb, matmul_n=fv.matmul_n)
   print(f"machine: copy {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, matmul {rates['matmul_flops_per_s'] / 1e9:.1f} "
         "GFLOP/s (float32)")
   rows = []
