@@ -1,6 +1,6 @@
 """Proof obligation 2: sampled speculative output is distributed exactly as the target's.
 
-20k rows (stats_util.N) share one prompt; each generates gamma + 1 = 3 tokens, so a row that accepts
+10k rows share one prompt; each generates gamma + 1 = 3 tokens, so a row that accepts
 both drafts of its first round also emits the bonus token (drawn from p after the chain) inside the
 tested joint. A chi-squared test compares the 512 joint counts with the exact distribution,
 computed in float64 numpy from ``specjax.logits`` by the definitions of temperature, top-k and top-p
@@ -23,7 +23,9 @@ from specjax import accept, sampling as sampling_lib, testing
 from specjax import tree as tree_lib
 
 V = 8
-N = stats_util.N
+# rows per run: half of stats_util.N. The loop's run time is proportional to it, and every power check
+# below still fails by a wide margin (its p-value, printed, is 3e-213 or 0)
+N = 10_000
 PROMPT = np.array([[1, 2, 3, 1, 2]])
 GAMMA = 2
 TOKENS = GAMMA + 1

@@ -75,7 +75,7 @@ def test_t5_refill_equals_one_batch():
   stats_util.assert_accepts_at_every_depth(spec.stats)
 
 
-V, N_SAMPLES, ROWS = 8, 20_000, 512
+V, N_SAMPLES, ROWS = 8, 10_000, 512  # as test_exactness's rows; the power check still fails far below 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,9 @@ def test_refill_sampling_is_exact(small_pair):
 
 def test_refill_check_has_power(small_pair):
   counts, _, joint = _refill_counts(*small_pair, lenience=0.3)
-  assert stats_util.chi2_pvalue(counts, joint) < 1e-3
+  pvalue = stats_util.chi2_pvalue(counts, joint)
+  print("lossy-rule p-value", pvalue)
+  assert pvalue < 1e-3
 
 
 def test_bad_batch_size_is_an_error(target, queue):

@@ -1,7 +1,7 @@
 """Token trees keep the target's distribution: multi-round verification with i.i.d. siblings and
 with siblings drawn without replacement (recursive rejection sampling), on width-3 trees.
 
-Same design as test_exactness.py: 20k rows share one prompt, each generates depth + 1 = 3 tokens
+Same design as test_exactness.py: 10k rows share one prompt, each generates depth + 1 = 3 tokens
 (a row whose first round accepts a whole root-to-leaf path also emits its bonus token), and a
 chi-squared test compares the 512 joint counts with the exact target distribution, computed
 without specjax.sampling. Plausible wrong variants (forgetting to update q after a

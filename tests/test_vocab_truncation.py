@@ -20,7 +20,7 @@ from specjax.drafters import vocab
 from specjax.models import draft_lm
 
 V = 8
-N = 20_000
+N = 10_000  # rows per run, as test_exactness: both power checks below still fail by a wide margin
 T1 = specjax.Sampling(temperature=1.0)
 
 
@@ -185,8 +185,8 @@ def demo_setup():
 def _truncated_drafter(name, target, subset, small):
   if name == "draft_lm":  # a K-wide head
     return specjax.drafters.DraftModel(small, subset)
-  if name == "cut_model":  # a V-wide model cut to K
-    return specjax.drafters.DraftModel(testing.perturbed(target, 0.1), subset)
+  if name == "cut_model":  # a V-wide model cut to K: the demo's small draft model, far cheaper than the target
+    return specjax.drafters.DraftModel(stats_util.demo_drafter_model(), subset)
   if name == "mtp":  # the trained demo heads, reading only the subset's LM-head columns
     return stats_util.demo_mtp(subset)
   if name == "dflash":
