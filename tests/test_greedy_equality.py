@@ -44,7 +44,7 @@ def _fitted_small_t5(target, prompt_fn):
   for batch, gamma in SETTINGS:
     prompts, lengths = prompt_fn(batch, batch * 10 + gamma)
     enc.append(prompts), enc_len.append(lengths)
-    labels.append(np.asarray(specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW).tokens)[:, :12])
+    labels.append(np.asarray(_baseline("t5", batch, batch * 10 + gamma).tokens)[:, :12])
   labels = np.concatenate(labels).astype(np.int32)
   start = np.full((len(labels), 1), target.config.decoder_start_id, np.int32)
   batch = {"enc": np.concatenate(enc).astype(np.int32), "enc_len": np.concatenate(enc_len).astype(np.int32),
@@ -59,15 +59,30 @@ def family(request):
   return _family(request.param)
 
 
+@functools.lru_cache(maxsize=None)
+def _target(name):
+  """The family's target and its prompts: ``prompt_fn(batch, seed) -> (prompts, lengths)``."""
+  if name == "decoder":
+    return stats_util.demo_target(), lambda batch, seed: stats_util.demo_prompts(batch, seed=seed)
+  return testing.tiny_t5(V, seed=0), lambda batch, seed: _random_prompts(batch, seed=100 + seed)
+
+
+@functools.lru_cache(maxsize=None)
+def _baseline(name, batch, seed, eos_id=None):
+  """Greedy autoregressive output for ``prompt_fn(batch, seed)``, decoded once: the drafters of a
+  setting, the T5 fit and several tests compare against the same prompts (the demo target's 32 steps
+  take about a second)."""
+  target, prompt_fn = _target(name)
+  kw = {} if eos_id is None else dict(eos_id=eos_id, pad_id=-1)
+  return specjax.generate(target, *prompt_fn(batch, seed), max_new_tokens=MAX_NEW, **kw)
+
+
 @functools.lru_cache(maxsize=None)  # pytest may set a family up twice (the indirect cases come first)
 def _family(name):
+  target, prompt_fn = _target(name)
   if name == "decoder":
-    target = stats_util.demo_target()
-    prompt_fn = lambda batch, seed: stats_util.demo_prompts(batch, seed=seed)
     small, noise = stats_util.demo_drafter_model(), 0.3
   else:
-    target = testing.tiny_t5(V, seed=0)
-    prompt_fn = lambda batch, seed: _random_prompts(batch, seed=100 + seed)
     small, noise = _fitted_small_t5(target, prompt_fn), 0.1
   return name, target, prompt_fn, {"draft_model": specjax.drafters.DraftModel(testing.perturbed(target, noise)),
                                    "small_model": specjax.drafters.DraftModel(small),
@@ -78,10 +93,11 @@ def _family(name):
 # T5's text repeats with periods of 1 to 4 tokens and one demo row's held-out code is a run of spaces,
 # so at gamma 7 these never accept deep drafts; equality there would say little, so they are not run.
 NGRAM_SHALLOW = {("decoder", 1, 7), ("t5", 3, 7), ("t5", 1, 7)}
-# The noisy copy is a DraftModel as the small model is, at the target's size (its loops compile
-# 2-3x slower): it runs at the settings whose loops other tests here compile anyway (gamma 7 at batch
-# 1 and 3: test_drafter_equal_to_target_accepts_everything) and at batch 8; the small model at all.
-NOISY_COPY_SETTINGS = {(1, 7), (3, 7), (8, 4)}
+# The noisy copy is a DraftModel as the small model is (the same loop, other weights), at the target's
+# size (its loops compile 2-3x slower): it runs only at the settings whose loops other tests here
+# compile anyway (gamma 7 at batch 1 and 3: test_drafter_equal_to_target_accepts_everything); the
+# small model runs at all of them, batch 8 included.
+NOISY_COPY_SETTINGS = {(1, 7), (3, 7)}
 CASES = [(fam, name, batch, gamma) for fam in ("decoder", "t5") for batch, gamma in SETTINGS
          for name in ("draft_model", "small_model", "ngram")
          if not (name == "ngram" and (fam, batch, gamma) in NGRAM_SHALLOW)
@@ -92,7 +108,7 @@ CASES = [(fam, name, batch, gamma) for fam in ("decoder", "t5") for batch, gamma
 def test_greedy_equality(family, drafter_name, batch, gamma):
   _, target, prompt_fn, drafters = family
   prompts, lengths = prompt_fn(batch, batch * 10 + gamma)
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
+  base = _baseline(family[0], batch, batch * 10 + gamma)
   out = specjax.speculative_generate(target, drafters[drafter_name], prompts, lengths, gamma=gamma,
                                      max_new_tokens=MAX_NEW)
   np.testing.assert_array_equal(out.tokens, base.tokens)
@@ -104,8 +120,7 @@ def test_greedy_equality(family, drafter_name, batch, gamma):
 
 def test_outputs_are_not_trivial(family):
   """Guards the test's power: a repeating-token target would make equality nearly free."""
-  _, target, prompt_fn, _ = family
-  base = specjax.generate(target, *prompt_fn(8, 84), max_new_tokens=MAX_NEW)  # (8, 4): compiled
+  base = _baseline(family[0], 8, 84)  # test_greedy_equality's (8, 4) prompts
   distinct = [len(set(row.tolist())) for row in base.tokens]  # code has runs of spaces: judge the batch
   assert np.mean(distinct) >= 5 and len(np.unique(base.tokens)) >= 10, distinct
 
@@ -117,7 +132,7 @@ def test_drafter_equal_to_target_accepts_everything(family, batch):
   gamma = 7  # (1, 7) and (3, 7) are test_greedy_equality settings: its draft_model loop, compiled once
   out = specjax.speculative_generate(target, specjax.drafters.DraftModel(target), prompts, lengths,
                                      gamma=gamma, max_new_tokens=MAX_NEW)
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
+  base = _baseline(family[0], batch, 5)
   np.testing.assert_array_equal(out.tokens, base.tokens)
   assert out.stats["acceptance_per_position"] == [1.0] * gamma
   assert out.stats["iterations"] == -(-MAX_NEW // (gamma + 1))
@@ -128,7 +143,7 @@ def test_drafter_equal_to_target_accepts_everything(family, batch):
 def test_adversarial_drafter_accepts_nothing(family):
   _, target, prompt_fn, _ = family
   prompts, lengths = prompt_fn(3, 6)
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
+  base = _baseline(family[0], 3, 6)
   unused = next(t for t in range(V) if t not in base.tokens)
   out = specjax.speculative_generate(target, testing.ConstantDrafter(unused), prompts, lengths, gamma=3,
                                      max_new_tokens=MAX_NEW)
@@ -140,12 +155,11 @@ def test_adversarial_drafter_accepts_nothing(family):
 def test_eos_in_the_middle(family):
   name, target, prompt_fn, drafters = family
   prompts, lengths = prompt_fn(8, 7)
-  free = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
   # a token some rows emit mid-way: for code the line end (a space would end every row at once)
-  eos = ord("\n") if name == "decoder" else int(free.tokens[0, MAX_NEW // 2])
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW, eos_id=eos, pad_id=-1)
+  eos = ord("\n") if name == "decoder" else int(_baseline(name, 8, 7).tokens[0, MAX_NEW // 2])
+  base = _baseline(name, 8, 7, eos_id=eos)
   assert base.lengths.min() < MAX_NEW, "the chosen EOS should end at least one row early"
-  for drafter_name in ("draft_model", "ngram"):
+  for drafter_name in ("small_model", "ngram"):  # a DraftModel (the small one compiles faster) and n-grams
     out = specjax.speculative_generate(target, drafters[drafter_name], prompts, lengths, gamma=4,
                                        max_new_tokens=MAX_NEW, eos_id=eos, pad_id=-1)
     np.testing.assert_array_equal(out.tokens, base.tokens)
@@ -164,7 +178,7 @@ def test_ragged_rows_advance_by_their_own_counts(family):
   iteration here), whatever its prompt length."""
   _, target, prompt_fn, _ = family
   prompts, lengths = prompt_fn(3, 8)
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=MAX_NEW)
+  base = _baseline(family[0], 3, 8)
   out = specjax.speculative_generate(target, specjax.drafters.DraftModel(target), prompts, lengths,
                                      gamma=7, max_new_tokens=MAX_NEW)  # compiled by the test above
   np.testing.assert_array_equal(out.tokens, base.tokens)

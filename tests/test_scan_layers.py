@@ -23,6 +23,21 @@ GEMMA_LIKE = dict(num_layers=4, layer_windows=(3, 0, 3, 0), local_rope_theta=100
                   norm_offset=1.0, scale_embeddings=True, mlp_activation="gelu_tanh")
 
 
+@jax.jit  # one compile per model (its module is static), not hundreds of eager ops
+def _outputs(model, toks):
+  """Full-sequence logits; a prefill's logits and per-layer hidden states; a step's logits and cache;
+  the same step over a PendingKV and the cache write_pending leaves."""
+  cache = kv_cache.init_cache(model.config.num_layers, 2, 16, 2, 8)
+  logits, _, cache, hidden_L = model.module.apply({"params": model.params}, toks[:, :5], None, cache,
+                                                  return_layer_hidden=True)
+  cache = cache.with_length(jnp.array([5, 4]))
+  step = model.module.apply({"params": model.params}, toks[:, 5:], None, cache)
+  pending = model.module.apply({"params": model.params}, toks[:, 5:], None, kv_cache.PendingKV.start(cache, 4))
+  written = kv_cache.write_pending(cache, pending[2].k_new_LxBxTxKxD, pending[2].v_new_LxBxTxKxD)
+  return (api.logits(model, toks), logits, [hidden_L[i] for i in range(model.config.num_layers)], step[0],
+          step[2].k_LxBxKxSxD, pending[0], written.v_LxBxKxSxD)
+
+
 @pytest.mark.parametrize("family", [{}, GEMMA_LIKE, dict(qkv_bias=True, num_layers=3)], ids=["llama", "gemma3", "qwen2"])
 def test_scanned_is_the_same_model(family):
   unrolled = testing.tiny_decoder(scan_layers=False, **family)
@@ -30,21 +45,11 @@ def test_scanned_is_the_same_model(family):
   assert "layers" in scanned.params and "layer_0" not in scanned.params
   assert scanned.params["layers"]["attn"]["q"].shape[0] == unrolled.config.num_layers
   toks = jnp.asarray(np.random.RandomState(0).randint(0, 64, (2, 9)), jnp.int32)
-  np.testing.assert_allclose(api.logits(scanned, toks), api.logits(unrolled, toks), atol=1e-4)
-  outs = []
-  for model in (unrolled, scanned):
-    cache = kv_cache.init_cache(model.config.num_layers, 2, 16, 2, 8)
-    logits, _, cache, hidden_L = model.module.apply({"params": model.params}, toks[:, :5], None, cache,
-                                                    return_layer_hidden=True)
-    cache = cache.with_length(jnp.array([5, 4]))
-    step = model.module.apply({"params": model.params}, toks[:, 5:], None, cache)
-    pending = model.module.apply({"params": model.params}, toks[:, 5:], None, kv_cache.PendingKV.start(cache, 4))
-    written = kv_cache.write_pending(cache, pending[2].k_new_LxBxTxKxD, pending[2].v_new_LxBxTxKxD)
-    outs.append((logits, [hidden_L[i] for i in range(model.config.num_layers)], step[0], step[2].k_LxBxKxSxD,
-                 pending[0], written.v_LxBxKxSxD))
+  outs = [_outputs(model, toks) for model in (unrolled, scanned)]
+  assert len(jax.tree.leaves(outs[0])) == len(jax.tree.leaves(outs[1])) == 6 + unrolled.config.num_layers
   for a, b in zip(jax.tree.leaves(outs[0]), jax.tree.leaves(outs[1])):
     np.testing.assert_allclose(a, b, atol=1e-4)
-  np.testing.assert_allclose(outs[1][2], outs[1][4], atol=1e-4)  # pending == writing, scanned
+  np.testing.assert_allclose(outs[1][3], outs[1][5], atol=1e-4)  # pending == writing, scanned
 
 
 def test_checkpoints_keep_per_layer_names(tmp_path):
@@ -74,6 +79,14 @@ def demo_scanned():
   return _bf16(bundle.with_scan_layers(stats_util.demo_target()))
 
 
+@pytest.fixture(scope="module")
+def demo_baseline(demo_scanned):
+  """Prompts and their greedy autoregressive output, decoded once for every drafter below (a bfloat16
+  run of the demo target takes about a second on CPU)."""
+  prompts, lengths = stats_util.demo_prompts(3)
+  return prompts, lengths, specjax.generate(demo_scanned, prompts, lengths, max_new_tokens=24)
+
+
 def _drafter(kind, target):
   if kind == "draft_model":
     return specjax.drafters.DraftModel(_bf16(bundle.with_scan_layers(stats_util.demo_drafter_model())))
@@ -98,11 +111,10 @@ def _drafter(kind, target):
 
 
 @pytest.mark.parametrize("kind", ["draft_model", "specinfer", "ngram", "table", "mtp", "dflash", "eagle_tree", "medusa"])
-def test_speculative_equals_autoregressive_on_a_scanned_bf16_target(demo_scanned, kind):
+def test_speculative_equals_autoregressive_on_a_scanned_bf16_target(demo_scanned, demo_baseline, kind):
   target = demo_scanned
   assert target.params["layers"]["attn"]["q"].dtype == jnp.bfloat16
-  prompts, lengths = stats_util.demo_prompts(3)
-  base = specjax.generate(target, prompts, lengths, max_new_tokens=24)
+  prompts, lengths, base = demo_baseline
   drafter = _drafter(kind, target)
   gamma = drafter.tree.max_depth if drafter.tree is not None else 4
   out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, max_new_tokens=24)
