@@ -437,3 +437,15 @@ def test_width_choice_from_every_positions_confidence_fails(target, draft_model,
   monkeypatch.setattr(adaptive_lib, "offered_before_drawing", adaptive_lib.offered)
   p = _width_choice_run(target, draft_model, prior=0.4499)
   assert p < 1e-6, p
+
+
+def test_the_run_cut_is_confidence_when_greedy_and_sampled_confidence_when_sampling():
+  """The CLI's Adaptive: a drafter's largest probability predicts a greedy match, so sampled runs cut
+  at ``sampled_confidence`` (0 by default: none)."""
+  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  config = experiment.normalize({"target": {}, "drafter": {}})
+  assert experiment._adaptive_settings(config).confidence == 0.4  # pylint: disable=protected-access
+  config.temperature = 1.0
+  assert experiment._adaptive_settings(config).confidence == 0.0  # pylint: disable=protected-access
+  config.sampled_confidence = 0.25
+  assert experiment._adaptive_settings(config).confidence == 0.25  # pylint: disable=protected-access

@@ -167,11 +167,14 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   assert "accepted/call" in table and "ngram adaptive (γ=4)" in table and "translation" in table
   assert specbench.main(["specbench", f"--table={out}"]) == 0  # the same table, from the JSON alone
   assert capsys.readouterr().out.strip() in table
-  # --stop_at_eos=false: every row writes max_new_tokens on both sides (sampled runs time the same length)
-  assert specbench.main(["specbench", *flags, "--min_prompt_width=256", "--adaptive=off", "--temperature=1",
-                         "--limit=1", f"--json_out={out}", "--stop_at_eos=false"]) == 0
+  # --stop_at_eos=false: every row writes max_new_tokens on both sides (sampled runs time the same length);
+  # sampling, the adaptive rows cut at --sampled_confidence, not --confidence
+  assert specbench.main(["specbench", *flags, "--min_prompt_width=256", "--adaptive=on", "--temperature=1",
+                         "--verify_slope=0.2", "--sampled_confidence=0.3", "--limit=1", f"--json_out={out}",
+                         "--stop_at_eos=false"]) == 0
   result = json.loads(out.read_text())
   assert result["config"]["stop_at_eos"] is False and result["config"]["eos_id"] is None
+  assert result["drafters"]["ngram"]["adaptive"]["confidence"] == 0.3
   assert all(m["tokens"] == m["baseline_tokens"] == 8 for m in result["calls"])
   capsys.readouterr()
   # bad input: one line naming the value, before anything compiles

@@ -7,9 +7,10 @@
 
 A drafter is ``KIND[:CHECKPOINT]`` of a registered kind (``specjax.drafters.kinds()``), at the kind's
 default gamma unless ``--gamma`` is given; each runs with the loop's adaptive draft length and/or
-with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` and the cost of a round
-at each compiled width measured in the loop once per drafter (:func:`specjax.measure.loop_costs`,
-on the first call's prompts at batch ``--batch_size``) unless ``--verify_slope`` is given (then a line).
+with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` (greedy) or
+``--sampled_confidence`` (temperature > 0) and the cost of a round at each compiled width measured in
+the loop once per drafter (:func:`specjax.measure.loop_costs`, on the first call's prompts at batch
+``--batch_size``) unless ``--verify_slope`` is given (then a line).
 
 Reads any file in Spec-Bench's ``question.jsonl`` format (default: ours, built by
 :mod:`specjax.data.specbench_prompts`) and decodes each question's first turn (chat-templated when
@@ -174,12 +175,14 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
 def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int = 64, temperature: float = 0.0,
               batch_size: int = 1, chat: bool | None = None, repeats: int = 1, seed: int = 0,
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
-              confidence: float = 0.4, slope: float = -1.0, scale_confidence: bool = True, memory: float = -1.0,
+              confidence: float = 0.4, sampled_confidence: float = 0.0, slope: float = -1.0,
+              scale_confidence: bool = True, memory: float = -1.0,
               stop_at_eos: bool = True) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
   first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
+  from specjax.experiment import cut as experiment_cut  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
   if chat is None:
     chat = bool(getattr(tokenizer, "chat_template", None))
@@ -192,6 +195,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   sampling = specjax.Sampling(temperature, 0, 1.0)
   eos_id = tokenizer.eos_id if stop_at_eos else None  # None: every row writes max_new_tokens
   estimate = {} if memory < 0 else {"memory": memory}  # < 0: Adaptive's default
+  confidence = experiment_cut(confidence, sampled_confidence, temperature)
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
@@ -276,8 +280,9 @@ def _flags():
   flags.DEFINE_integer("gamma", 0, "drafts per round (0: each kind's default)", flag_values=fv)
   flags.DEFINE_list("adaptive", ["on", "off"], "adaptive draft length: on, off, or both (a row each)",
                     flag_values=fv)
-  flags.DEFINE_float("confidence", 0.4, "adaptive: a row stops at its drafter's first less sure position",
+  flags.DEFINE_float("confidence", 0.4, "adaptive, greedy: a row stops at its drafter's first less sure position",
                      flag_values=fv)
+  flags.DEFINE_float("sampled_confidence", 0.0, "adaptive, temperature > 0: the same cut (0: none)", flag_values=fv)
   flags.DEFINE_boolean("scale_confidence", True, "adaptive: a row's cut falls with its miss rate (false: the same "
                        "--confidence for every row)", flag_values=fv)
   flags.DEFINE_float("acceptance_memory", -1.0, "adaptive: weight of one observed draft in a row's acceptance "
@@ -348,7 +353,8 @@ def main(argv) -> int:
     result = benchmark(records, target, tokenizer, fv.drafters, max_new_tokens=fv.max_new_tokens,
                        temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
-                       adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence, slope=fv.verify_slope,
+                       adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence,
+                       sampled_confidence=fv.sampled_confidence, slope=fv.verify_slope,
                        scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
