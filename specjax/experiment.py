@@ -37,6 +37,7 @@ import ml_collections
 import numpy as np
 
 import specjax
+from specjax import adaptive as adaptive_lib
 from specjax import loading, measure, precision, preflight, theory
 from specjax import prompts as prompts_lib
 from specjax import report as report_lib
@@ -299,16 +300,9 @@ def _adaptive_settings(config):
   kw = {} if config.acceptance_memory < 0 else {"memory": config.acceptance_memory}  # < 0: Adaptive's default
   if config.verify_slope >= 0:
     kw["verify_slope"] = config.verify_slope
-  return specjax.Adaptive(confidence=cut(config.confidence, config.sampled_confidence, config.temperature), **kw)
+  return specjax.Adaptive(confidence=adaptive_lib.run_cut(config.confidence, config.sampled_confidence,
+                                                             config.temperature), **kw)
 
-
-def cut(confidence: float, sampled_confidence: float, temperature: float) -> float:
-  """The adaptive confidence cut of a run: ``confidence`` when greedy, ``sampled_confidence`` when
-  sampling. A drafter's largest probability says how likely its draft is the target's argmax, not
-  how likely a sampled draft is kept (the sum of min(p, q), often high where both are flat): at T=1
-  the Qwen2.5-Coder pair on a 2-core CPU ran 1.04x with a 0.4 cut (fixed gamma 1.13x in that run) and
-  1.14x without one (fixed gamma 1.16x)."""
-  return confidence if temperature == 0 else sampled_confidence
 
 
 def _check_memory_before_loading(config, gamma: int) -> list:

@@ -182,7 +182,6 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
-  from specjax.experiment import cut as experiment_cut  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
   if chat is None:
     chat = bool(getattr(tokenizer, "chat_template", None))
@@ -195,7 +194,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   sampling = specjax.Sampling(temperature, 0, 1.0)
   eos_id = tokenizer.eos_id if stop_at_eos else None  # None: every row writes max_new_tokens
   estimate = {} if memory < 0 else {"memory": memory}  # < 0: Adaptive's default
-  confidence = experiment_cut(confidence, sampled_confidence, temperature)
+  confidence = specjax.adaptive.run_cut(confidence, sampled_confidence, temperature)
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
