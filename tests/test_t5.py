@@ -1,4 +1,5 @@
 """T5 v1.1: cached decoding == full forward, encoder padding, HF bucket logic and HF parity."""
+import dataclasses
 import math
 
 import jax
@@ -248,3 +249,44 @@ def test_matches_hf_t5_v1_1():
   ours = checkpoint.from_flat_params(T5(cfg), _hf_to_flat(hf.state_dict(), cfg), source="hf")
   got = np.asarray(_logits(ours, jnp.asarray(dec), jnp.asarray(enc), jnp.asarray(enc_len)))
   np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+# ----------------------------------------------------------------------------- the original T5 (ReLU, tied head)
+@pytest.fixture(scope="module")
+def original():
+  return testing.tiny_t5(relative_attention_num_buckets=16, relative_attention_max_distance=12, seed=3,
+                         mlp_activation="relu", gated_mlp=False, tie_embeddings=True, scale_decoder_output=True)
+
+
+def test_original_params_and_roundtrip(original, tmp_path):
+  params = traverse_util.flatten_dict(original.params, sep="/")
+  assert "lm_head" not in params and not any(k.endswith("/mlp/gate") for k in params)
+  assert set(traverse_util.flatten_dict(bundle.logical_axes(original), sep="/")) == set(params)
+  loaded = checkpoint.load_model(checkpoint.save_model(original, tmp_path / "t5"))
+  assert loaded.config == original.config
+  np.testing.assert_array_equal(_full(loaded, _seq(2, 5, 11)), _full(original, _seq(2, 5, 11)))
+
+
+def test_original_chunked_prefix_matches_full(original):
+  seq = _seq(2, 7, 12)
+  cache = _prefill(original, _new_cache(original), seq[:, :6])
+  logits, _ = _step(original, cache, seq[:, 6:7])
+  np.testing.assert_allclose(logits, _full(original, seq)[:, 6:7], atol=ATOL)
+
+
+def test_head_follows_the_config(original):
+  """The tied head is the embedding after the d_model**-0.5 rescale; without the rescale every logit
+  is d_model**0.5 times larger (so a dropped rescale cannot pass the HF parity tests)."""
+  dec = _seq(2, 5, 13)
+  unscaled = original.replace(module=T5(dataclasses.replace(original.config, scale_decoder_output=False)))
+  np.testing.assert_allclose(_full(unscaled, dec), _full(original, dec) * original.config.d_model ** 0.5,
+                             rtol=1e-4, atol=1e-4)
+
+
+def test_default_config_is_v1_1():
+  """Bundles saved before these fields existed load as what they are: gated-GELU, own head."""
+  cfg = T5Config()
+  assert (cfg.mlp_activation, cfg.gated_mlp, cfg.tie_embeddings, cfg.scale_decoder_output) == (
+      "gelu_tanh", True, False, False)
+  with pytest.raises(ValueError, match="mlp_activation='swish'"):
+    T5Config(mlp_activation="swish")

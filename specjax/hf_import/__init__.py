@@ -6,10 +6,11 @@
 * ``LlamaForCausalLM`` / ``MistralForCausalLM`` (its sliding window on every layer) /
   ``Qwen2ForCausalLM`` (q/k/v biases) / ``Qwen3ForCausalLM`` (q/k norms) /
   ``Gemma3ForCausalLM`` (text) -> ``Decoder``, each a few config fields of the one decoder;
-* ``T5ForConditionalGeneration`` (v1.1: gated-GELU, no biases) -> ``T5``.
+* ``T5ForConditionalGeneration`` -> ``T5``: v1.1 / FLAN-T5 (gated-GELU, own head) and the original
+  T5 (ReLU, tied head with the ``d_model**-0.5`` rescale).
 
 Anything these families can express but specjax does not model (MLP biases, RoPE scaling,
-logit soft-capping, ReLU T5, ...) is rejected with an error naming the config key, rather than
+logit soft-capping, T5 activations other than ReLU and tanh-GELU, ...) is rejected with an error naming the config key, rather than
 imported into a silently different model. ``from_config`` takes the same config dict with
 tensors from anywhere (``specjax.gguf_import`` feeds it dequantized GGUF tensors, HF-named).
 """

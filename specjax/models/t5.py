@@ -1,9 +1,16 @@
-"""T5 v1.1 encoder-decoder (the Leviathan et al. target/drafter pair), numerically HF's
-``T5ForConditionalGeneration`` with ``feed_forward_proj="gated-gelu"`` and an untied LM head.
+"""T5 encoder-decoder (the Leviathan et al. target/drafter pair), numerically HF's
+``T5ForConditionalGeneration``: T5 v1.1 / FLAN-T5 and the original T5, as config fields.
 
-T5 v1.1: RMSNorm without mean subtraction, no biases, gated-GELU (tanh) FFN, no 1/sqrt(d)
-attention scaling, bucketed relative position bias owned by the first layer of each stack and
-shared by the rest, one input embedding for both stacks, untied ``lm_head`` without rescaling.
+Both: RMSNorm without mean subtraction, no biases, no 1/sqrt(d) attention scaling, bucketed
+relative position bias owned by the first layer of each stack and shared by the rest, one input
+embedding for both stacks. They differ in two places, each a :class:`T5Config` field:
+
+* feed-forward: v1.1 is gated-GELU (tanh), ``gelu_tanh(x @ gate) * (x @ up) @ down``
+  (``gated_mlp=True``, ``mlp_activation="gelu_tanh"``); the original T5 is ``relu(x @ up) @ down``
+  (``gated_mlp=False``, ``mlp_activation="relu"``);
+* head: v1.1 has its own ``lm_head``; the original T5 reads the input embedding
+  (``tie_embeddings=True``) after rescaling the decoder output by ``d_model**-0.5``
+  (``scale_decoder_output=True``), as HF does for a tied T5.
 
 Like ``Decoder``, one ``__call__``: with ``cache=None`` it runs the encoder and a causal decoder
 pass; with a :class:`T5Cache` it is a decoder-only step that writes the new self-attention
@@ -24,6 +31,10 @@ from specjax.models import kv_cache
 from specjax.models.layers import Init, RMSNorm, attend, heads_first, param_with_axes
 
 
+# HF's dense_act_fn names -> the function (gelu_new and gelu_pytorch_tanh are the same tanh GELU)
+MLP_ACTIVATIONS = {"gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True), "relu": jax.nn.relu}
+
+
 @dataclasses.dataclass(frozen=True)
 class T5Config:
   vocab_size: int = 256
@@ -41,8 +52,14 @@ class T5Config:
   eos_id: int = 1
   dtype: str = "float32"  # compute dtype; params keep their storage dtype (specjax.precision)
   cache_dtype: str = ""   # self-attention KV cache dtype; "": the compute dtype
+  mlp_activation: str = "gelu_tanh"  # one of MLP_ACTIVATIONS (HF dense_act_fn gelu_new: gelu_tanh)
+  gated_mlp: bool = True              # act(x @ gate) * (x @ up); False: act(x @ up)
+  tie_embeddings: bool = False        # the head is the input embedding (no lm_head param)
+  scale_decoder_output: bool = False  # decoder output * d_model**-0.5 before the head
 
   def __post_init__(self):
+    if self.mlp_activation not in MLP_ACTIVATIONS:
+      raise ValueError(f"mlp_activation={self.mlp_activation!r}; expected one of {sorted(MLP_ACTIVATIONS)}")
     if self.relative_attention_num_buckets < 4:
       raise ValueError(f"relative_attention_num_buckets={self.relative_attention_num_buckets} must be >= 4")
     if min(self.num_encoder_layers, self.num_decoder_layers) < 1:
@@ -144,16 +161,22 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-  """Gated-GELU: gelu_new(x @ wi_0) * (x @ wi_1) @ wo; gate/up/down = HF's wi_0/wi_1/wo."""
+  """Gated: act(x @ wi_0) * (x @ wi_1) @ wo, gate/up/down = HF's wi_0/wi_1/wo (v1.1); not gated:
+  act(x @ wi) @ wo, up/down = HF's wi/wo (the original T5)."""
   cfg: T5Config
 
   @nn.compact
   def __call__(self, x_BxTxE):
     cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
-    wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
+    act = MLP_ACTIVATIONS[cfg.mlp_activation]
     wu = param_with_axes(self, "up", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
     wd = param_with_axes(self, "down", Init.normal(cfg.mlp_dim ** -0.5), (cfg.mlp_dim, cfg.d_model), ("mlp", "embed"))
-    h = jax.nn.gelu(x_BxTxE @ wg.astype(dt), approximate=True) * (x_BxTxE @ wu.astype(dt))
+    if cfg.gated_mlp:
+      wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim),
+                           ("embed", "mlp"))
+      h = act(x_BxTxE @ wg.astype(dt)) * (x_BxTxE @ wu.astype(dt))
+    else:
+      h = act(x_BxTxE @ wu.astype(dt))
     return h @ wd.astype(dt)
 
 
@@ -223,8 +246,19 @@ class T5(nn.Module):
     self.embed = param_with_axes(self, "embed", Init.normal(1.0), (cfg.vocab_size, cfg.d_model), ("vocab", "embed"))
     self.encoder = Stack(cfg, is_decoder=False)
     self.decoder = Stack(cfg, is_decoder=True)
-    self.lm_head = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.vocab_size),
-                                   ("embed", "vocab"))
+    if not cfg.tie_embeddings:
+      self.lm_head = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5),
+                                     (cfg.d_model, cfg.vocab_size), ("embed", "vocab"))
+
+  def head(self, hidden_BxTxE):
+    """Logits (compute dtype) of the decoder's final-norm output: ``lm_head``, or the embedding
+    when tied, after the ``d_model**-0.5`` rescale where the config asks for it."""
+    dt = jnp.dtype(self.cfg.dtype)
+    if self.cfg.scale_decoder_output:
+      hidden_BxTxE = hidden_BxTxE * (self.cfg.d_model ** -0.5)
+    if self.cfg.tie_embeddings:
+      return hidden_BxTxE @ self.embed.astype(dt).T
+    return hidden_BxTxE @ self.lm_head.astype(dt)
 
   def encode(self, encoder_tokens_BxS, encoder_lengths_B=None):
     """Encoder hidden ``[B, S, E]`` and its padding mask ``[B, S]`` (right padding)."""
@@ -281,7 +315,7 @@ class T5(nn.Module):
     hidden, self_attn = self.decoder(x, positions_BxT, k_pos_BxS, self_mask,
                                      None if cache is None else cache.self_attn,
                                      (cross_k, cross_v, cross_mask_BxTxS))
-    logits = hidden @ self.lm_head.astype(dt)  # untied: no d_model**-0.5 rescale
+    logits = self.head(hidden)
     if cache is not None:
       cache = cache.replace(self_attn=self_attn)
     return logits.astype(jnp.float32), hidden, cache
