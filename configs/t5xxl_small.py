@@ -1,39 +1,57 @@
-"""Leviathan et al. 2022's EnDe setting: T5 v1.1 XXL target, T5 v1.1 small drafter, gamma 7, greedy.
+"""Leviathan et al. 2022's EnDe setting: T5-XXL (11B) target, T5-small drafter, gamma 7, greedy.
 
+  python -m specjax.run --config=configs/t5xxl_small.py              # FLAN-T5 XXL + small from the hub
+  python -m specjax.run --config=configs/t5xxl_small.py --dry_run    # plan the real sizes, no weights
   python -m specjax.run --config=configs/t5xxl_small.py:cpu          # the trained CPU-sized EnDe pair
   python -m specjax.run --config=configs/t5xxl_small.py:cpu --config.drafter.checkpoint=t5_ende/drafter_large
-  python -m specjax.run --config=configs/t5xxl_small.py --dry_run    # plan the real sizes, no weights
 
-``:cpu`` runs the pair trained here by ``python -m specjax.train t5_ende`` (``specjax/assets/t5_ende``: an
-8.1M-parameter T5 v1.1 target and the 62K "small" drafter, about 1/130 of it; ``drafter_base`` and
-``drafter_large`` are the 1/47 and 1/16 ones) on held-out English -> German catalogue strings
-(``t5_ende/prompts.txt``, never seen in training), decoded one prompt at a time (batch 1 via
-refill); prompts and translations print as text through the shipped SentencePiece model.
+The paper-size config names real checkpoints by Hugging Face hub id, ``google/flan-t5-xxl`` (target)
+and ``google/flan-t5-small`` (drafter): on a machine with hub access (a TPU VM) the command downloads
+them into huggingface_hub's cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; the XXL's float32
+shards take tens of GB) and runs them; later runs read the cache in place. Why FLAN-T5 and not the original
+``google-t5/t5-11b`` / ``google-t5/t5-small``: the paper's models are T5 v1.1 (gated-GELU, untied
+head) fine-tuned on WMT EnDe, checkpoints that were never released; FLAN-T5 is that architecture at
+the same sizes (XXL 11B, small 77M) with WMT EnDe among its fine-tuning tasks, so it translates
+with the same ``translate English to German:`` prefix, and both repos ship safetensors weights and
+a ``tokenizer.json`` (what specjax reads). T5 v1.1 itself (``google/t5-v1_1-*``) is pre-trained on
+C4 only and does not translate. The original T5 (``google-t5/t5-11b`` / ``google-t5/t5-small``,
+trained with WMT EnDe in its mixture; ReLU feed-forward, head tied to the embedding) is imported too:
+pass its folders or ids as ``--config.target.checkpoint`` / ``--config.drafter.checkpoint`` (the
+dry run still plans the FLAN-T5 sizes below, which the original's differ from).
 
-Architecture of the paper-size config (T5 v1.1 release configs, Raffel et al. 2020 + the t5.1.1
-checkpoints):
+Without hub access (``HF_HUB_OFFLINE=1``, or no route to the hub) and with the ids not in the
+cache, the command stops before anything loads, with one ``error:`` line naming the ids and the
+ways on: download elsewhere (``hf download google/flan-t5-xxl``) and copy the cache here, pass HF
+folders (``config.json``, ``*.safetensors``, ``tokenizer.json``), or plan with ``--dry_run``:
+
+  python -m specjax.run --config=configs/t5xxl_small.py \
+      --config.target.checkpoint=/data/flan-t5-xxl --config.drafter.checkpoint=/data/flan-t5-small
+
+The run translates one held-out sentence at batch 1 on one chip, as the paper measures; the held-out
+catalogue strings run one after another with
+``--config.prompts_file=specjax/assets/t5_ende/prompts.txt --config.mesh=`` (refill at batch 1).
+
+Architecture of the paper-size fields (the FLAN-T5 / T5 v1.1 release configs; the dry run plans
+from them, a real run reads the checkpoints' own):
 * T5-XXL v1.1 (11B): d_model 4096, d_ff 10240 (gated-GELU), d_kv 64, 64 heads, 24 + 24 layers,
   vocab 32128, untied LM head.
 * T5-small v1.1 (77M): d_model 512, d_ff 1024, d_kv 64, 6 heads, 8 + 8 layers, vocab 32128.
 Leviathan et al. (arXiv 2211.17192, Table 2): EnDe, temperature 0, gamma 7, alpha 0.75, 3.4X over
 T5X on one TPU-v4.
 
-Real checkpoints on a TPU VM: download the HF folders (``config.json``, ``model.safetensors`` or
-``pytorch_model.bin`` converted to safetensors, ``tokenizer.json`` / ``spiece.model`` as
-``tokenizer.model``) of ``google/t5-v1_1-xxl`` and ``google/t5-v1_1-small`` (or T5-base/large as
-drafters), then point the config at them; ``specjax.load_pretrained`` imports T5 v1.1 folders
-(``specjax.hf_import``) with their tokenizer, and the shapes above come from the folders:
-
-  python -m specjax.run --config=configs/t5xxl_small.py \
-      --config.target.checkpoint=/data/t5-v1_1-xxl --config.drafter.checkpoint=/data/t5-v1_1-small \
-      --config.mesh=1x1 --config.prompt="translate English to German: The house is wonderful."
-
-(``--dry_run`` keeps planning from the size fields alone, with no weights.)
+``:cpu`` runs the pair trained here by ``python -m specjax.train t5_ende`` (``specjax/assets/t5_ende``: an
+8.1M-parameter T5 v1.1 target and the 62K "small" drafter, about 1/130 of it; ``drafter_base`` and
+``drafter_large`` are the 1/47 and 1/16 ones) on held-out English -> German catalogue strings
+(``t5_ende/prompts.txt``, never seen in training), decoded one prompt at a time (batch 1 via
+refill); prompts and translations print as text through the shipped SentencePiece model.
 """
 import ml_collections
 
 from specjax.experiment import drafter_section
 from specjax.models.store import ASSETS
+
+# checkpoints that translate EnDe at the paper's sizes (the docstring says why these)
+TARGET_ID, DRAFTER_ID = "google/flan-t5-xxl", "google/flan-t5-small"
 
 
 def _t5(**kw):
@@ -45,12 +63,13 @@ def get_config(arg: str | None = None):
   c = ml_collections.ConfigDict()
   if arg in (None, "", "tpu"):
     c.target = _t5(vocab_size=32128, d_model=4096, num_encoder_layers=24, num_decoder_layers=24, num_heads=64,
-                   head_dim=64, mlp_dim=10240, dtype="bfloat16", checkpoint="")
-    c.drafter = drafter_section("draft_model", gamma=7, model=_t5(
+                   head_dim=64, mlp_dim=10240, dtype="bfloat16", checkpoint=TARGET_ID)
+    c.drafter = drafter_section("draft_model", checkpoint=DRAFTER_ID, gamma=7, model=_t5(
         vocab_size=32128, d_model=512, num_encoder_layers=8, num_decoder_layers=8, num_heads=6, head_dim=64,
         mlp_dim=1024, dtype="bfloat16"))
     c.mesh = "1x1"  # one TPU-v4 chip, as in the paper
     c.batch_size, c.prompt_len, c.max_new_tokens = 1, 128, 128
+    c.prompt, c.prompts_file = "translate English to German: The house is wonderful.", ""
   elif arg == "cpu":  # the EnDe pair trained here (python -m specjax.train t5_ende), real held-out prompts
     c.target = _t5(checkpoint="t5_ende/target")
     c.drafter = drafter_section("draft_model", checkpoint="t5_ende/drafter_small", gamma=7)

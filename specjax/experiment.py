@@ -203,6 +203,7 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   gamma = gamma_of(config)
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
   settings = _adaptive_settings(config)  # checked here: a bad value is named before anything loads
+  fetch_hub_checkpoints(config, verbose)  # downloads, or one error naming what to do offline
   infos = _check_memory_before_loading(config, gamma)
   mesh = specjax.make_mesh(config.mesh) if config.mesh else None
   _say(verbose, f"loading the target ({_what(config.target)})")
@@ -293,6 +294,40 @@ def _model_infos(config) -> list:
   elif config.drafter.get("checkpoint"):
     infos.append(("drafter", preflight.describe_checkpoint(str(config.drafter.checkpoint))))
   return [(name, info) for name, info in infos if info is not None]
+
+
+def fetch_hub_checkpoints(config, verbose: bool = True) -> None:
+  """The target's and drafter's checkpoints that are Hugging Face hub ids, fetched into
+  huggingface_hub's cache before anything loads (read in place when already there). Ids neither
+  cached nor fetchable (offline, or no route to the hub) are one error naming each id and the
+  offline ways on: local folders, or the dry run."""
+  from specjax import hub  # pylint: disable=import-outside-toplevel
+  missing = []
+  for role in ("target", "drafter"):
+    source = config[role].get("checkpoint")
+    if not source or not loading.hub_id(source):
+      continue
+    _say(verbose, f"the {role} {source}: from the Hugging Face hub into {hub.cache_folder()} (unless cached)")
+    try:
+      hub.resolve(str(source))
+    except hub.HubUnavailable as e:
+      missing.append((role, e))
+  if not missing:
+    return
+  ids = " and ".join(f"{e.source} ({role})" for role, e in missing)
+  why = "HF_HUB_OFFLINE is set" if any(e.local_only for _, e in missing) else "the hub cannot be reached"
+  downloads = " and ".join(f"`hf download {_download_args(e.source)}`" for _, e in missing)
+  folders = " ".join(f"--config.{role}.checkpoint=FOLDER" for role, _ in missing)
+  raise loading.CheckpointError(
+      f"hub checkpoint{'s' if len(missing) > 1 else ''} {ids} not in the cache {missing[0][1].cache} and {why}; "
+      f"on a machine with hub access run {downloads} and copy that cache here (or point HF_HUB_CACHE at it), "
+      f"or pass local HF folders ({folders}), or plan the config's sizes without weights (--dry_run)")
+
+
+def _download_args(source: str) -> str:
+  from specjax import hub  # pylint: disable=import-outside-toplevel
+  repo, revision, gguf = hub.parse(source)
+  return " ".join([repo] + ([gguf] if gguf else []) + (["--revision", revision] if revision else []))
 
 
 def _adaptive_settings(config):

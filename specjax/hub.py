@@ -25,6 +25,14 @@ FILES = ("config.json", "model*.safetensors", "model.safetensors.index.json", "t
          "tokenizer_config.json", "special_tokens_map.json", "generation_config.json", "chat_template.jinja",
          "chat_template.json", "specjax_tokenizer.json", "vocab_subset.npy")
 
+class HubUnavailable(CheckpointError):
+  """A hub id that is not in the cache while the hub cannot be asked (offline, or unreachable)."""
+
+  def __init__(self, message: str, source: str, cache: pathlib.Path, local_only: bool):
+    super().__init__(message)
+    self.source, self.cache, self.local_only = source, cache, local_only
+
+
 _PART = re.compile(r"[A-Za-z0-9_][\w.-]*")  # a hub owner or repo name (huggingface_hub's validate_repo_id)
 
 
@@ -83,7 +91,10 @@ def resolve(source: str) -> pathlib.Path:
   except Exception as e:  # pylint: disable=broad-except  (each huggingface_hub error becomes one line)
     folder = _partial_snapshot(e)
     if folder is None:
-      raise CheckpointError(_explain(e, source, repo, revision, gguf, cache, local_only)) from e
+      message = _explain(e, source, repo, revision, gguf, cache, local_only)
+      if _is(e, *_UNREACHABLE):
+        raise HubUnavailable(message, source, cache, local_only) from e
+      raise CheckpointError(message) from e
   if gguf:
     if not (folder / gguf).is_file():
       raise CheckpointError(f"hub id {source!r}: {repo} has no file {gguf!r} (snapshot {folder})")
@@ -92,6 +103,25 @@ def resolve(source: str) -> pathlib.Path:
     raise CheckpointError(f"hub id {source!r}: no config.json in {repo} (snapshot {folder}); specjax reads HF "
                           f"folders with safetensors weights, or name a GGUF file of the repo: '{repo}/<file>.gguf'")
   return folder
+
+
+def cached(source: str) -> pathlib.Path | None:
+  """The cached snapshot folder of hub id ``source`` (a repo, not a GGUF file), read from the cache's
+  layout alone: no network, no download; None when it is not there."""
+  parsed = parse(source)
+  if parsed is None or parsed[2]:
+    return None
+  repo, revision = parsed[0], parsed[1] or "main"
+  storage = cache_folder() / ("models--" + repo.replace("/", "--"))
+  ref = storage / "refs" / revision
+  commit = ref.read_text().strip() if ref.is_file() else revision
+  folder = storage / "snapshots" / commit
+  return folder if (folder / "config.json").is_file() else None
+
+
+# huggingface_hub's errors (by class name) for a file neither cached nor fetchable right now
+_UNREACHABLE = ("LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "TimeoutError",
+                "TimeoutException", "ConnectError")
 
 
 def _partial_snapshot(e: Exception) -> pathlib.Path | None:
@@ -122,8 +152,7 @@ def _explain(e, source, repo, revision, gguf, cache, local_only) -> str:
     return f"hub id {source!r}: {repo} has no revision {revision!r}"
   if _is(e, "HFValidationError"):
     return f"hub id {source!r}: not a valid repository id ({first})"
-  if _is(e, "LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "TimeoutError",
-         "TimeoutException", "ConnectError"):
+  if _is(e, *_UNREACHABLE):
     why = "HF_HUB_OFFLINE is set" if local_only else "the hub is unreachable"
     return (f"checkpoint not found: {source!r} is not a local path, and as a Hugging Face hub id it is not in the "
             f"cache {cache} and {why}; download it on a machine with internet ({get}) and copy that cache here "

@@ -135,6 +135,14 @@ def _folder_tokenizer(folder: pathlib.Path, default):
   return default
 
 
+def hub_id(source) -> bool:
+  """Whether ``load_pretrained(source)`` reads ``source`` as a Hugging Face hub id: not a registered
+  name, an existing path or a name under specjax/assets, and spelt ``org/name[@rev][/file.gguf]``."""
+  source = str(source)
+  local = pathlib.Path(source).expanduser().exists() or (ASSETS / source).exists()
+  return bool(source) and source not in registry.REGISTRY and not local and hub.parse(source) is not None
+
+
 def _say(verbose, msg):
   if verbose:
     print(f"[specjax] {msg}", flush=True)

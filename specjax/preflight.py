@@ -74,6 +74,9 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
   path = pathlib.Path(source).expanduser()
   if not path.exists() and (loading.ASSETS / source).exists():
     path = loading.ASSETS / source
+  if loading.hub_id(source):  # a hub id: its snapshot in huggingface_hub's cache, if fetched
+    from specjax import hub  # pylint: disable=import-outside-toplevel
+    path = hub.cached(source) or path
   if path.suffix == ".gguf" and path.is_file():
     return gguf_info(path, path.name)
   if not (path / "config.json").is_file():
