@@ -11,7 +11,7 @@ them into huggingface_hub's cache (``HF_HUB_CACHE``, else ``HF_HOME/hub``; the X
 shards take tens of GB) and runs them; later runs read the cache in place. Why FLAN-T5 and not the original
 ``google-t5/t5-11b`` / ``google-t5/t5-small``: the paper's models are T5 v1.1 (gated-GELU, untied
 head) fine-tuned on WMT EnDe, checkpoints that were never released; FLAN-T5 is that architecture at
-the same sizes (XXL 11B, small 77M) with WMT EnDe among its fine-tuning tasks, so it translates
+the same sizes (XXL 11B, small 77M) with WMT EnDe in its fine-tuning mixture, so it translates
 with the same ``translate English to German:`` prefix, and both repos ship safetensors weights and
 a ``tokenizer.json`` (what specjax reads). T5 v1.1 itself (``google/t5-v1_1-*``) is pre-trained on
 C4 only and does not translate. The original T5 (``google-t5/t5-11b`` / ``google-t5/t5-small``,

@@ -154,7 +154,7 @@ def test_cpu_config_uses_the_trained_pair_and_real_prompts(tok):
   held = {ende.T5_PREFIX + en for en, _ in ende.split_pairs()["held_out"]}
   assert all(json.loads(line) in held for line in pathlib.Path(cfg.prompts_file).read_text().splitlines())
   paper = mod.get_config("")
-  assert paper.target.checkpoint == "" and paper.target.d_model == 4096  # the dry run keeps the sizes
+  assert paper.target.checkpoint == "google/flan-t5-xxl" and paper.target.d_model == 4096  # the dry run keeps the sizes
 
 
 def _write_mo(path, pairs):
