@@ -297,13 +297,14 @@ def _model_infos(config) -> list:
 
 
 def fetch_hub_checkpoints(config, verbose: bool = True) -> None:
-  """The target's and drafter's checkpoints that are Hugging Face hub ids, fetched into
-  huggingface_hub's cache before anything loads (read in place when already there). Ids neither
-  cached nor fetchable (offline, or no route to the hub) are one error naming each id and the
-  offline ways on: local folders, or the dry run."""
+  """The target's and a small-model drafter's checkpoints that are Hugging Face hub ids (what
+  ``load_pretrained`` would fetch), fetched into huggingface_hub's cache before anything loads (read
+  in place when already there). Ids neither cached nor fetchable (offline, or no route to the hub)
+  are one error naming each id and the offline ways on: local folders, or the dry run."""
   from specjax import hub  # pylint: disable=import-outside-toplevel
   missing = []
-  for role in ("target", "drafter"):
+  roles = ("target", "drafter") if config.drafter.kind in SMALL_MODEL_KINDS else ("target",)
+  for role in roles:
     source = config[role].get("checkpoint")
     if not source or not loading.hub_id(source):
       continue

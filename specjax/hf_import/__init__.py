@@ -25,7 +25,8 @@ from specjax.models.bundle import Model
 
 IMPORTERS = {"LlamaForCausalLM": decoders.llama, "MistralForCausalLM": decoders.llama,
              "Qwen2ForCausalLM": decoders.llama, "Qwen3ForCausalLM": decoders.llama,
-             "Gemma3ForCausalLM": decoders.gemma3, "T5ForConditionalGeneration": t5.t5}
+             "Gemma3ForCausalLM": decoders.gemma3, "T5ForConditionalGeneration": t5.t5,
+             "T5WithLMHeadModel": t5.t5}  # the original T5 releases' config.json, written before the rename
 
 __all__ = ["IMPORTERS", "array_weights", "from_config", "from_hf", "read_safetensors_header"]
 
