@@ -3,7 +3,7 @@
 
 Both: RMSNorm without mean subtraction, no biases, no 1/sqrt(d) attention scaling, bucketed
 relative position bias owned by the first layer of each stack and shared by the rest, one input
-embedding for both stacks. They differ in two places, each a :class:`T5Config` field:
+embedding for both stacks. They differ in two places, set by :class:`T5Config` fields:
 
 * feed-forward: v1.1 is gated-GELU (tanh), ``gelu_tanh(x @ gate) * (x @ up) @ down``
   (``gated_mlp=True``, ``mlp_activation="gelu_tanh"``); the original T5 is ``relu(x @ up) @ down``
@@ -31,7 +31,7 @@ from specjax.models import kv_cache
 from specjax.models.layers import Init, RMSNorm, attend, heads_first, param_with_axes
 
 
-# HF's dense_act_fn names -> the function (gelu_new and gelu_pytorch_tanh are the same tanh GELU)
+# T5Config.mlp_activation -> the function; HF's dense_act_fn gelu_new (and gelu_pytorch_tanh) is gelu_tanh
 MLP_ACTIVATIONS = {"gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True), "relu": jax.nn.relu}
 
 
@@ -52,7 +52,7 @@ class T5Config:
   eos_id: int = 1
   dtype: str = "float32"  # compute dtype; params keep their storage dtype (specjax.precision)
   cache_dtype: str = ""   # self-attention KV cache dtype; "": the compute dtype
-  mlp_activation: str = "gelu_tanh"  # one of MLP_ACTIVATIONS (HF dense_act_fn gelu_new: gelu_tanh)
+  mlp_activation: str = "gelu_tanh"  # a key of MLP_ACTIVATIONS
   gated_mlp: bool = True              # act(x @ gate) * (x @ up); False: act(x @ up)
   tie_embeddings: bool = False        # the head is the input embedding (no lm_head param)
   scale_decoder_output: bool = False  # decoder output * d_model**-0.5 before the head
