@@ -284,7 +284,8 @@ def load_memory_table(src: Sources) -> Table:
   d = src.json("benchmarks/load_memory/load_memory.json")
   scanned = src.json("benchmarks/load_memory/load_memory_scanned.json")  # the default on accelerators
   meta = d["meta"]
-  head, rows = load_memory.table_cells(d["rows"] + scanned["rows"], meta["target_ratio"])
+  head, rows = load_memory.table_cells(d["rows"] + scanned["rows"], meta["target_ratio"],
+                                       meta.get("generate_target_ratio", 1.6))
   return Table(head, rows, note=f"{n(meta['params'])} params, {f(meta['file_bytes'] / 1e9)} GB of bfloat16 in "
                f"{meta['shards']} safetensors files; jax {meta['jax']} on CPU, fake CPU devices for the mesh, each "
                "load in a fresh process. Baseline: the process after importing jax and specjax, starting its "
