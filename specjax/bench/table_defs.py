@@ -290,7 +290,10 @@ def load_memory_table(src: Sources) -> Table:
                f"{meta['shards']} safetensors files; jax {meta['jax']} on CPU, fake CPU devices for the mesh, each "
                "load in a fresh process. Baseline: the process after importing jax and specjax, starting its "
                "devices and tracing a toy model once. Scanned layers (`scan_layers`, the default on "
-               "accelerators): each layer written into its `[L, ...]` stack on the devices as it is read.")
+               "accelerators): each layer written into its `[L, ...]` stack on the devices as it is read. First "
+               "generate: the same process then decodes its first tokens (compile included; "
+               f"{meta.get('dtype') or 'config'} compute); bfloat16 weights are cast layer by layer at "
+               "each step, with no float32 copy of them held through the decode loop.")
 
 
 @table("real_vs_hf", "SmolLM2 and Gemma 3 in specjax and in transformers, same GGUF "
