@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import specjax
-from specjax import decode, precision
+from specjax import decode, precision, profiling
 from specjax.bench import load_memory
 from specjax.models import layers
 from specjax.sampling import Sampling
@@ -80,3 +80,26 @@ def test_tied_weights_are_the_weights_bit_for_bit(x0):
   assert np.array_equal(np.asarray(tied).view(np.uint16), w.view(np.uint16))
   out = jax.jit(layers.compute_weight, static_argnums=2)(jnp.asarray(w), x, jnp.float32)
   assert np.array_equal(np.asarray(out).view(np.uint32), w.astype(np.float32).view(np.uint32))
+
+
+def test_speculative_program_holds_no_float32_copy_nor_cache_copy(bf16_folder):
+  """The speculative loop of a bf16 target and draft model: no float32 copy of either's weights and,
+  as for float32 models (test_inplace.py), no copy of the KV cache inside the loop."""
+  target, _ = specjax.load_pretrained(bf16_folder, param_dtype="bfloat16", dtype="bfloat16", cache_dtype="float32",
+                                      verbose=False)
+  drafter = specjax.drafters.DraftModel(target)
+  weights = 2 * precision.params_nbytes(target.params)
+  program = precision.jit_for_weights(decode._speculative, decode._SPECULATIVE_STATIC, target, drafter)  # pylint: disable=protected-access
+  assert program is not decode._speculative  # pylint: disable=protected-access
+  max_len = 24
+  compiled = program.lower(target, drafter, jnp.asarray([[1, 3, 4, 5]], jnp.int32), jnp.asarray([4], jnp.int32),
+                           jax.random.PRNGKey(0), gamma=3, max_new_tokens=6, sampling=Sampling(), eos_id=None,
+                           pad_id=0, max_len=max_len, lenience=1.0).compile()
+  assert compiled.memory_analysis().temp_size_in_bytes < 0.5 * weights
+  cfg = target.config
+  shape = (cfg.num_layers, 1, cfg.num_kv_heads, max_len, cfg.head_dim)
+  assert profiling.full_cache_copies(compiled.as_text(), shape) == []
+  out = specjax.speculative_generate(target, drafter, np.asarray([[1, 3, 4, 5]], np.int32), np.asarray([4]), gamma=3,
+                                     max_new_tokens=6)
+  plain = specjax.generate(target, np.asarray([[1, 3, 4, 5]], np.int32), np.asarray([4]), max_new_tokens=6)
+  np.testing.assert_array_equal(out.tokens, plain.tokens)
