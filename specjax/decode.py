@@ -124,10 +124,10 @@ def generate(model, prompts, prompt_lengths, *, max_new_tokens: int, sampling: S
   rng = jax.random.PRNGKey(0) if rng is None else rng
   model, _, prompts, prompt_lengths, rng = sharding.prepare(mesh, model, None, prompts, prompt_lengths, rng)
   with sharding.decode_context(mesh):
-    run = precision.jit_for_weights(_generate, _GENERATE_STATIC, model)  # bf16 weights on CPU: no resident upcast
+    run = precision.jit_for_weights(_generate, _GENERATE_STATIC, model)  # bf16 on CPU: no resident upcast
     tokens, lengths, steps = run(model, prompts, prompt_lengths, rng, max_new_tokens=max_new_tokens,
-                                       sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len,
-                                       batch_size=batch_size)
+                                 sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len,
+                                 batch_size=batch_size)
   steps, tokens, lengths = int(steps), sharding.to_host(tokens), sharding.to_host(lengths)  # to_host: multi-host
   rows = batch_size or len(lengths)
   return GenerateOutput(tokens, lengths,

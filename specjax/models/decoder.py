@@ -190,7 +190,8 @@ class Decoder(nn.Module):
       start = jnp.zeros((b,), jnp.int32) if cache is None else cache.length_B
       positions_BxT = start[:, None] + jnp.arange(t)[None, :]
     embed = param_with_axes(self, "embed", Init.normal(cfg.d_model ** -0.5), (cfg.vocab_size, cfg.d_model), ("vocab", "embed"))
-    x = (embed if embed.dtype == jnp.float32 else layers.tied_to(embed, tokens_BxT))[tokens_BxT].astype(dt)
+    # XLA:CPU gathers from a float32 copy of a bfloat16 table: tied, it is made per step, not held
+    x = (layers.tied_to(embed, tokens_BxT) if layers.narrow_on_cpu(embed) else embed)[tokens_BxT].astype(dt)
     if cfg.scale_embeddings:
       x = x * jnp.asarray(cfg.d_model ** 0.5, dt)
     windows = sorted({cfg.window(i) for i in range(cfg.num_layers)})
