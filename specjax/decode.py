@@ -19,7 +19,7 @@ import numpy as np
 
 from specjax import adaptive as adaptive_lib
 from specjax import refill as refill_lib
-from specjax import sharding, validate
+from specjax import precision, sharding, validate
 from specjax import tree as tree_lib
 from specjax.drafters.base import Prefill, features
 from specjax.models import api, kv_cache
@@ -80,8 +80,10 @@ def _start_queue(prompts_QxP, prompt_lengths_Q, batch_size, max_new_tokens, pad_
   return state, rows, seq_len, queue
 
 
-@functools.partial(jax.jit, static_argnames=("max_new_tokens", "sampling", "eos_id", "pad_id", "max_len",
-                                             "batch_size"))
+_GENERATE_STATIC = ("max_new_tokens", "sampling", "eos_id", "pad_id", "max_len", "batch_size")
+
+
+@functools.partial(jax.jit, static_argnames=_GENERATE_STATIC)
 def _generate(model, prompts_BxP, prompt_lengths_B, rng, *, max_new_tokens, sampling, eos_id, pad_id, max_len,
               batch_size=None):
   start_fn = lambda pr, ln: api.start(model, pr, ln, max_len)
@@ -122,9 +124,10 @@ def generate(model, prompts, prompt_lengths, *, max_new_tokens: int, sampling: S
   rng = jax.random.PRNGKey(0) if rng is None else rng
   model, _, prompts, prompt_lengths, rng = sharding.prepare(mesh, model, None, prompts, prompt_lengths, rng)
   with sharding.decode_context(mesh):
-    tokens, lengths, steps = _generate(model, prompts, prompt_lengths, rng, max_new_tokens=max_new_tokens,
-                                       sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len,
-                                       batch_size=batch_size)
+    run = precision.jit_for_weights(_generate, _GENERATE_STATIC, model)  # bf16 on CPU: no resident upcast
+    tokens, lengths, steps = run(model, prompts, prompt_lengths, rng, max_new_tokens=max_new_tokens,
+                                 sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len,
+                                 batch_size=batch_size)
   steps, tokens, lengths = int(steps), sharding.to_host(tokens), sharding.to_host(lengths)  # to_host: multi-host
   rows = batch_size or len(lengths)
   return GenerateOutput(tokens, lengths,
@@ -212,8 +215,11 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
   return cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g)
 
 
-@functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
-                                             "max_len", "lenience", "batch_size", "adaptive", "drafter_class"))
+_SPECULATIVE_STATIC = ("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id", "max_len", "lenience", "batch_size",
+                       "adaptive", "drafter_class")
+
+
+@functools.partial(jax.jit, static_argnames=_SPECULATIVE_STATIC)
 def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_costs_W=None, *, gamma, max_new_tokens,
                  sampling, eos_id, pad_id, max_len, lenience, batch_size=None, adaptive=None, drafter_class=None):
   # drafter_class: only a compile key. jax's tree structures of two dataclasses with the same fields
@@ -388,7 +394,8 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
     drafter = drafter.stopping_below(chain_adaptive.confidence)
   costs_W = None if chain_adaptive is None else adaptive_lib.costs_for(adaptive, adaptive.widths_for(gamma))
   with sharding.decode_context(mesh):
-    tokens, lengths, stats = _speculative(
+    run = precision.jit_for_weights(_speculative, _SPECULATIVE_STATIC, target, drafter)  # as in generate
+    tokens, lengths, stats = run(
         target, drafter, prompts, prompt_lengths, rng, costs_W, gamma=gamma, max_new_tokens=max_new_tokens,
         sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len, lenience=float(lenience),
         batch_size=batch_size, adaptive=None if chain_adaptive is None else adaptive_lib.compile_key(adaptive),

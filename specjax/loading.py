@@ -13,8 +13,11 @@
 
 GGUF files are dequantized and their tokenizer converted once, then cached as a specjax bundle
 (float32 safetensors + tokenizer files) under ``$SPECJAX_CACHE`` (default
-``~/.cache/specjax``), keyed by the file's path, size and mtime: later loads take a second or two
-instead of the 10-25 s that parsing a 262k-token vocabulary and dequantizing cost.
+``~/.cache/specjax``), keyed by the file's path, size and mtime, or for a registered checkpoint's
+file by its pinned sha256 (one conversion wherever the file is read from): later loads take a second
+or two instead of the 10-25 s that parsing a 262k-token vocabulary and dequantizing cost. A
+conversion is written to ``<folder>.tmp<pid>-<host>`` and renamed into place; an interrupted one's
+folder is removed by a later load (:func:`remove_stale_conversions`).
 """
 from __future__ import annotations
 
@@ -22,7 +25,9 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
+import socket
 import time
 
 from specjax import checkpoint, hub, registry
@@ -90,30 +95,86 @@ def load_gguf(path, *, cache: bool = True, verbose: bool = True, mesh=None, **co
     return (gguf_import.from_gguf(path, mesh=mesh, reader=reader, **config_overrides),
             HFTokenizer.from_gguf(path, reader))
   folder = _cache_folder(path)
+  remove_stale_conversions(folder.parent)
+  rebuild = False
   if (folder / "model.safetensors").is_file():
     try:
       return checkpoint.load_model(folder, mesh=mesh, **config_overrides), HFTokenizer.from_folder(folder)
     except (CheckpointError, ValueError, OSError) as e:  # a broken cache is rebuilt, not fatal
       _say(verbose, f"cache {folder} unreadable ({e}); converting {path.name} again")
+      rebuild = True
   start = time.time()
   _say(verbose, f"converting {path.name} (dequantize + tokenizer), once; cached in {folder}")
-  tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+  tmp = folder.with_name(f"{folder.name}{_TMP}{os.getpid()}-{_host()}")
   shutil.rmtree(tmp, ignore_errors=True)
-  reader = gguf_import.open_reader(path)  # parsed once for the model and the tokenizer
-  checkpoint.save_model(gguf_import.from_gguf(path, reader=reader), tmp)
-  HFTokenizer.from_gguf(path, reader).save(tmp)
-  del reader
-  (tmp / "source.json").write_text(json.dumps({"gguf": str(path.resolve())}) + "\n")
-  shutil.rmtree(folder, ignore_errors=True)
-  tmp.rename(folder)  # atomic: a half-written cache is never read
+  try:
+    reader = gguf_import.open_reader(path)  # parsed once for the model and the tokenizer
+    checkpoint.save_model(gguf_import.from_gguf(path, reader=reader), tmp)
+    HFTokenizer.from_gguf(path, reader).save(tmp)
+    del reader
+    (tmp / "source.json").write_text(json.dumps({"gguf": str(path.resolve())}) + "\n")
+    if rebuild or not (folder / "model.safetensors").is_file():  # else: a run beside this one finished first
+      shutil.rmtree(folder, ignore_errors=True)
+      tmp.rename(folder)  # atomic: a half-written cache is never read
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)  # interrupted, or not needed
   _say(verbose, f"converted in {time.time() - start:.1f} s")
   return checkpoint.load_model(folder, mesh=mesh, **config_overrides), HFTokenizer.from_folder(folder)
 
 
 def _cache_folder(path: pathlib.Path) -> pathlib.Path:
+  """A registered checkpoint's file (a pinned size and sha256) is cached under its name and hash,
+  so every copy of it shares one conversion; any other file under its path, size and mtime."""
+  known = registry.registered_file(path)
+  if known is not None:
+    name, sha256 = known
+    return cache_dir() / "gguf" / f"{name}-sha256-{sha256[:16]}"
   st = path.stat()
   key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
   return cache_dir() / "gguf" / f"{path.stem}-{key}"
+
+
+_TMP = ".tmp"  # <folder>.tmp<pid>-<host>: a conversion being written
+STALE_SECONDS = 6 * 3600  # a conversion folder untouched this long is abandoned, whoever wrote it
+
+
+def _host() -> str:
+  return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+def remove_stale_conversions(gguf_dir: pathlib.Path, now: float | None = None) -> list[pathlib.Path]:
+  """Removes the temporary folders of interrupted conversions under ``gguf_dir``: those whose
+  process (on this host) is gone, and any untouched for :data:`STALE_SECONDS` (another host's, or a
+  reused process id). A conversion running beside this one keeps its folder. Returns the removed."""
+  if not gguf_dir.is_dir():
+    return []
+  now = time.time() if now is None else now
+  removed = []
+  for tmp in gguf_dir.glob(f"*{_TMP}*"):
+    m = re.search(re.escape(_TMP) + r"(\d+)(?:-(.+))?$", tmp.name)
+    if m is None or not tmp.is_dir():
+      continue
+    pid, host = int(m.group(1)), m.group(2) or _host()  # no host: written before hosts were named
+    try:
+      age = now - tmp.stat().st_mtime
+    except FileNotFoundError:  # finished (renamed) meanwhile
+      continue
+    if pid == os.getpid() and host == _host():
+      continue  # this process's own, removed where it is written
+    if (host == _host() and not _alive(pid)) or age > STALE_SECONDS:
+      shutil.rmtree(tmp, ignore_errors=True)
+      removed.append(tmp)
+  return removed
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:  # another user's process
+    return True
+  return True
 
 
 def _is_specjax_bundle(folder: pathlib.Path) -> bool:

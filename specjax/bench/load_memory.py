@@ -15,6 +15,11 @@ fresh Python process on CPU (its XLA_FLAGS set before jax is imported):
 * ``shard_after``: ``specjax.shard(load_pretrained(folder, param_dtype="bfloat16"), mesh)``, the
   one-device copy first and the placed one beside it (for comparison).
 
+After the load each case runs a first ``generate`` of ``--generate_tokens`` tokens (``--dtype``
+compute; 0: none) and reports the peak through it too (compile included), against
+``--generate_target_ratio``, with the bytes the devices hold after it (``jax.live_arrays()``):
+bfloat16 weights decode without a resident float32 copy of them (:func:`specjax.precision.jit_for_weights`).
+
 Each process reads its peak RSS after importing jax and specjax, starting its devices and tracing
 a toy model once (the baseline: JAX's first trace costs ~45 MB per process, whatever the model),
 loads, and reports the peak raw and minus the baseline, its ratio to the files' size
@@ -160,8 +165,10 @@ def peak_rss_bytes() -> int:
   return _maxrss_bytes()
 
 
-def child(folder: str, case: str, mesh_shape: str, scan_layers: str = "False") -> None:
-  """Runs in a fresh process: baseline, one load, the measurements as a ``RESULT {json}`` line."""
+def child(folder: str, case: str, mesh_shape: str, scan_layers: str = "False", generate_tokens: str = "0",
+          dtype: str = "") -> None:
+  """Runs in a fresh process: baseline, one load (and a first ``generate`` of ``generate_tokens``
+  tokens, compute ``dtype``), the measurements as a ``RESULT {json}`` line."""
   import time  # pylint: disable=import-outside-toplevel
   import jax  # pylint: disable=import-outside-toplevel
   import numpy as np  # pylint: disable=import-outside-toplevel
@@ -176,8 +183,10 @@ def child(folder: str, case: str, mesh_shape: str, scan_layers: str = "False") -
                                                                num_kv_heads=1, head_dim=8, mlp_dim=8)))
   baseline, baseline_maxrss = peak_rss_bytes(), _maxrss_bytes()
   start = time.perf_counter()
+  overrides = {"dtype": dtype} if dtype else {}
   model, _ = specjax.load_pretrained(folder, param_dtype="bfloat16", verbose=False,
-                                     mesh=mesh if case == "mesh" else None, scan_layers=scan_layers == "True")
+                                     mesh=mesh if case == "mesh" else None, scan_layers=scan_layers == "True",
+                                     **overrides)
   if case == "shard_after":
     model = specjax.shard(model, mesh)
   jax.block_until_ready(model.params)
@@ -189,18 +198,46 @@ def child(folder: str, case: str, mesh_shape: str, scan_layers: str = "False") -
              baseline_bytes=baseline, peak_bytes=peak, ru_maxrss_baseline_bytes=baseline_maxrss,
              ru_maxrss_peak_bytes=peak_maxrss, load_seconds=round(seconds, 2),
              num_params=int(sum(x.size for x in leaves)), param_bytes=int(precision.params_nbytes(model.params)),
-             device_bytes=int(sum(s.data.nbytes for x in leaves for s in x.addressable_shards)))
+             device_bytes=int(sum(_device_bytes(x) for x in leaves)))
   if mesh is not None:
     out["already_on_mesh"] = sharding.ensure_sharded(model, mesh) is model
     report = sharding.layout_report(model, mesh)
     out["layout"] = sharding.format_layout_report(report)
     out["repeats"] = "; ".join(f"{e['field']}={e['size']} split {e['split']} ways, each part on "
                                f"{e['axis_size'] // e['split']} devices" for e in report.values())
+  out["dtype"] = model.config.dtype
+  if int(generate_tokens) > 0:
+    out.update(_first_generate(model, int(generate_tokens), mesh))
   print("RESULT " + json.dumps(out), flush=True)
 
 
-def measure(folder, case: str, mesh_shape: str = "1x8", timeout: float = 1800, scan_layers: bool = False) -> dict:
-  """One case in a fresh process (its own XLA_FLAGS), with the file size and the ratios added."""
+def _device_bytes(x) -> int:
+  """Bytes ``x``'s shards take on its addressable devices, from its sharding (reading ``shard.data``
+  would create per-device arrays that ``jax.live_arrays()`` then counts again)."""
+  shard = x.sharding.shard_shape(x.shape)
+  return _numel(shard) * x.dtype.itemsize * len(x.sharding.addressable_devices)
+
+
+def _first_generate(model, tokens: int, mesh) -> dict:
+  """Peak RSS through the first ``generate`` (compile included) and the bytes the devices hold
+  after it: the weights once at their storage dtype when nothing (an upcast copy) stays behind."""
+  import time  # pylint: disable=import-outside-toplevel
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import specjax  # pylint: disable=import-outside-toplevel
+  prompts = np.asarray([[1, 3, 4, 5, 6, 7, 8, 9]], np.int32)  # ids of the folder's word-level tokenizer
+  start = time.perf_counter()
+  out = specjax.generate(model, prompts, np.asarray([prompts.shape[1]]), max_new_tokens=tokens, mesh=mesh)
+  seconds = time.perf_counter() - start
+  return dict(generate_tokens=tokens, generated=int(out.lengths[0]), generate_seconds=round(seconds, 2),
+              generate_peak_bytes=peak_rss_bytes(),
+              live_bytes_after_generate=int(sum(x.nbytes for x in jax.live_arrays())))
+
+
+def measure(folder, case: str, mesh_shape: str = "1x8", timeout: float = 1800, scan_layers: bool = False,
+            generate_tokens: int = 0, dtype: str = "") -> dict:
+  """One case in a fresh process (its own XLA_FLAGS), with the file size and the ratios added;
+  ``generate_tokens > 0``: also through a first ``generate`` of that many tokens."""
   from specjax import sharding  # pylint: disable=import-outside-toplevel
   if case not in CASES:
     raise common.UsageError(f"case {case!r}; expected one of {', '.join(CASES)}")
@@ -208,7 +245,8 @@ def measure(folder, case: str, mesh_shape: str = "1x8", timeout: float = 1800, s
   env = sharding.force_cpu_devices_env(devices)
   env["JAX_PLATFORMS"] = "cpu"  # host memory is what is measured, whatever accelerator is present
   code = "import sys; from specjax.bench.load_memory import child; child(*sys.argv[1:])"
-  proc = subprocess.run([sys.executable, "-c", code, str(folder), case, mesh_shape, str(bool(scan_layers))], env=env,
+  proc = subprocess.run([sys.executable, "-c", code, str(folder), case, mesh_shape, str(bool(scan_layers)),
+                         str(int(generate_tokens)), dtype], env=env,
                         cwd=str(common.REPO),
                         capture_output=True, text=True, timeout=timeout, check=False)
   lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -221,6 +259,10 @@ def measure(folder, case: str, mesh_shape: str = "1x8", timeout: float = 1800, s
   row["ratio"] = round(row["peak_minus_baseline_bytes"] / file_bytes, 3)
   row["raw_ratio"] = round(row["peak_bytes"] / file_bytes, 3)
   row["replicated_bytes"] = row["device_bytes"] - row["param_bytes"]
+  if "generate_peak_bytes" in row:
+    row["generate_peak_minus_baseline_bytes"] = row["generate_peak_bytes"] - row["baseline_bytes"]
+    row["generate_ratio"] = round(row["generate_peak_minus_baseline_bytes"] / file_bytes, 3)
+    row["generate_raw_ratio"] = round(row["generate_peak_bytes"] / file_bytes, 3)
   return row
 
 
@@ -234,10 +276,13 @@ CASE_LABELS = {"one_device": "`load_pretrained(folder)`, one device",
                "shard_after": "`shard(load_pretrained(folder), mesh)`, for comparison"}
 
 
-def table_cells(rows: list, target: float) -> tuple[list, list]:
-  """Header and cell texts of the results table (also rendered into docs by ``bench tables``)."""
+def table_cells(rows: list, target: float, generate_target: float = 1.6) -> tuple[list, list]:
+  """Header and cell texts of the results table (also rendered into docs by ``bench tables``);
+  the first-generate columns read "–" for rows measured without one."""
   head = ["load", "devices", "params / held by the devices (GB)", "repeated on the mesh", "peak RSS (GB)",
-          "baseline (GB)", "peak - baseline (GB)", "/ file size", f"<= {target}x", "load (s)"]
+          "baseline (GB)", "peak - baseline (GB)", "/ file size", f"<= {target}x", "load (s)",
+          "first generate: peak RSS (GB)", "peak - baseline (GB)", "/ file size", f"<= {generate_target}x",
+          "held after it (GB)"]
   cells = []
   for r in rows:
     ok = "yes" if r["ratio"] <= target else "no"
@@ -245,12 +290,19 @@ def table_cells(rows: list, target: float) -> tuple[list, list]:
     cells.append([label, f"{r['devices']}" + (f" ({r['mesh']})" if r["mesh"] else ""),
                   f"{_gb(r['param_bytes'])} / {_gb(r['device_bytes'])}", r.get("repeats") or "–",
                   _gb(r["peak_bytes"]), _gb(r["baseline_bytes"]), _gb(r["peak_minus_baseline_bytes"]),
-                  f"{r['ratio']:.2f}x", ok, f"{r['load_seconds']:.1f}"])
+                  f"{r['ratio']:.2f}x", ok, f"{r['load_seconds']:.1f}"] + _generate_cells(r, generate_target))
   return head, cells
 
 
-def markdown(rows, target: float) -> str:
-  head, cells = table_cells(rows, target)
+def _generate_cells(r: dict, target: float) -> list:
+  if "generate_peak_bytes" not in r:
+    return ["–"] * 5
+  return [_gb(r["generate_peak_bytes"]), _gb(r["generate_peak_minus_baseline_bytes"]), f"{r['generate_ratio']:.2f}x",
+          "yes" if r["generate_ratio"] <= target else "no", _gb(r["live_bytes_after_generate"])]
+
+
+def markdown(rows, target: float, generate_target: float = 1.6) -> str:
+  head, cells = table_cells(rows, target, generate_target)
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   lines += ["| " + " | ".join(c) + " |" for c in cells]
   return "\n".join(lines)
@@ -273,6 +325,12 @@ def _flags():
   flags.DEFINE_boolean("scan_layers", False, "load as a scanned decoder (params stacked [L, ...]; the default "
                        "on accelerators, not on CPU)", flag_values=fv)
   flags.DEFINE_float("target_ratio", 1.3, "the bound on (peak - baseline) / file size", flag_values=fv)
+  flags.DEFINE_integer("generate_tokens", 4, "tokens of a first generate after the load, measured through (0: none)",
+                       flag_values=fv)
+  flags.DEFINE_string("dtype", "bfloat16", "compute dtype of that generate (the load's dtype override; '': the "
+                      "config's)", flag_values=fv)
+  flags.DEFINE_float("generate_target_ratio", 1.6, "the bound on (peak through the first generate - baseline) / "
+                     "file size", flag_values=fv)
   flags.DEFINE_string("out_dir", str(common.REPO / "benchmarks" / "load_memory"), "where <name>.json/.md go",
                       flag_values=fv)
   flags.DEFINE_string("name", "load_memory", "output file stem", flag_values=fv)
@@ -285,6 +343,10 @@ def _run(fv) -> int:
   for name in ("layers", "hidden", "heads", "kv_heads", "intermediate", "vocab", "shards"):
     if fv[name].value < 1:
       raise common.UsageError(f"--{name} must be >= 1, got {fv[name].value}")
+  if fv.generate_tokens < 0:
+    raise common.UsageError(f"--generate_tokens must be >= 0, got {fv.generate_tokens}")
+  if fv.dtype not in ("", "float32", "bfloat16"):
+    raise common.UsageError(f"--dtype={fv.dtype!r}; expected float32, bfloat16 or '' (the config's)")
   shape = dict(L=fv.layers, E=fv.hidden, H=fv.heads, K=fv.kv_heads, F=fv.intermediate, V=fv.vocab)
   folder = pathlib.Path(fv.folder).expanduser() if fv.folder else default_folder(shape, fv.shards)
   write_llama_folder(folder, layers=fv.layers, hidden=fv.hidden, heads=fv.heads, kv_heads=fv.kv_heads,
@@ -292,18 +354,26 @@ def _run(fv) -> int:
   rows = []
   for case in cases:
     print(f"{case}: loading {folder} in a fresh process", flush=True)
-    row = measure(folder, case, fv.mesh, scan_layers=fv.scan_layers)
+    row = measure(folder, case, fv.mesh, scan_layers=fv.scan_layers, generate_tokens=fv.generate_tokens, dtype=fv.dtype)
     print(f"  peak {_gb(row['peak_bytes'])} GB, baseline {_gb(row['baseline_bytes'])} GB, "
           f"{row['ratio']:.2f}x the files' {_gb(row['file_bytes'])} GB, {row['load_seconds']:.1f} s", flush=True)
+    if "generate_peak_bytes" in row:
+      print(f"  through a first {fv.generate_tokens}-token generate ({row['dtype']} compute): peak "
+            f"{_gb(row['generate_peak_bytes'])} GB, {row['generate_ratio']:.2f}x the files above the baseline; "
+            f"{_gb(row['live_bytes_after_generate'])} GB held after it", flush=True)
     rows.append(row)
   meta = dict(shape=shape, shards=fv.shards, params=json.loads((folder / DONE).read_text())["params"],
               file_bytes=weights_bytes(folder),
-              mesh=fv.mesh, scan_layers=fv.scan_layers, target_ratio=fv.target_ratio, jax=jax.__version__, machine=platform.machine(),
+              mesh=fv.mesh, scan_layers=fv.scan_layers, target_ratio=fv.target_ratio,
+              generate_tokens=fv.generate_tokens, dtype=fv.dtype, generate_target_ratio=fv.generate_target_ratio,
+              jax=jax.__version__, machine=platform.machine(),
               layout=next((r["layout"] for r in rows if r.get("layout")), ""))
-  table = markdown(rows, fv.target_ratio)
+  table = markdown(rows, fv.target_ratio, fv.generate_target_ratio)
   header = (f"Loading a {meta['params']:,}-param bfloat16 Llama HF folder ({_gb(rows[0]['file_bytes'])} GB in "
             f"{fv.shards} safetensors files) as bfloat16 params on CPU, each case in a fresh process; peak RSS "
-            f"(VmHWM) minus the process's own baseline. Mesh {fv.mesh}: {meta['layout'] or 'every dim splits'}.")
+            f"(VmHWM) minus the process's own baseline. Mesh {fv.mesh}: {meta['layout'] or 'every dim splits'}."
+            + (f" Then a first {fv.generate_tokens}-token `generate` ({fv.dtype or 'config'} compute, compile "
+               "included), its peak as well." if fv.generate_tokens else ""))
   print("\n" + header + "\n\n" + table)
   out = common.out_dir(fv.out_dir)
   (out / f"{fv.name}.md").write_text(header + "\n\n" + table + "\n")

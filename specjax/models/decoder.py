@@ -24,8 +24,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from specjax.models import kv_cache
-from specjax.models.layers import ACTIVATIONS, Init, RMSNorm, attend, heads_first, param_with_axes, rope
+from specjax.models import kv_cache, layers
+from specjax.models.layers import ACTIVATIONS, Init, RMSNorm, attend, compute_weight, heads_first, param_with_axes, rope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Attention(nn.Module):
   def _project(self, name, x_BxTxE, heads, axes):
     cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
     w = param_with_axes(self, name, Init.normal(cfg.d_model ** -0.5), (cfg.d_model, heads, cfg.head_dim), axes)
-    y = jnp.einsum("bte,ehd->bthd", x_BxTxE, w.astype(dt))
+    y = jnp.einsum("bte,ehd->bthd", x_BxTxE, compute_weight(w, x_BxTxE, dt))
     if cfg.qkv_bias:
       y = y + param_with_axes(self, f"{name}_bias", Init.zeros, (heads, cfg.head_dim), axes[1:]).astype(dt)
     return y
@@ -139,7 +139,8 @@ class Attention(nn.Module):
     out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale, extra=extra)
     # one [B, T, H*D] x [H*D, E] matmul: as an einsum over (h, d), XLA transposed wo every step
     b, t = out.shape[:2]
-    return out.reshape(b, t, -1) @ wo.astype(dt).reshape(-1, cfg.d_model), cache
+    out_BxTxF = out.reshape(b, t, -1)
+    return out_BxTxF @ compute_weight(wo, out_BxTxF, dt).reshape(-1, cfg.d_model), cache
 
 
 class MLP(nn.Module):
@@ -151,8 +152,9 @@ class MLP(nn.Module):
     wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
     wu = param_with_axes(self, "up", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
     wd = param_with_axes(self, "down", Init.normal(cfg.mlp_dim ** -0.5), (cfg.mlp_dim, cfg.d_model), ("mlp", "embed"))
-    h = ACTIVATIONS[cfg.mlp_activation](x_BxTxE @ wg.astype(dt)) * (x_BxTxE @ wu.astype(dt))
-    return h @ wd.astype(dt)
+    h = (ACTIVATIONS[cfg.mlp_activation](x_BxTxE @ compute_weight(wg, x_BxTxE, dt))
+         * (x_BxTxE @ compute_weight(wu, x_BxTxE, dt)))
+    return h @ compute_weight(wd, h, dt)
 
 
 class Block(nn.Module):
@@ -188,7 +190,8 @@ class Decoder(nn.Module):
       start = jnp.zeros((b,), jnp.int32) if cache is None else cache.length_B
       positions_BxT = start[:, None] + jnp.arange(t)[None, :]
     embed = param_with_axes(self, "embed", Init.normal(cfg.d_model ** -0.5), (cfg.vocab_size, cfg.d_model), ("vocab", "embed"))
-    x = embed.astype(dt)[tokens_BxT]
+    # XLA:CPU gathers from a float32 copy of a bfloat16 table: tied, it is made per step, not held
+    x = (layers.tied_to(embed, tokens_BxT) if layers.narrow_on_cpu(embed) else embed)[tokens_BxT].astype(dt)
     if cfg.scale_embeddings:
       x = x * jnp.asarray(cfg.d_model ** 0.5, dt)
     windows = sorted({cfg.window(i) for i in range(cfg.num_layers)})
@@ -213,11 +216,11 @@ class Decoder(nn.Module):
         layer_hidden.append(x)
     hidden = _norm(cfg, "final_norm")(x)
     if cfg.tie_embeddings:
-      logits = hidden @ embed.astype(dt).T
+      logits = hidden @ compute_weight(embed, hidden, dt).T
     else:
       head = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.vocab_size),
                              ("embed", "vocab"))
-      logits = hidden @ head.astype(dt)
+      logits = hidden @ compute_weight(head, hidden, dt)
     out = (logits.astype(jnp.float32), hidden, cache)
     return out + (layer_hidden,) if return_layer_hidden else out
 

@@ -13,6 +13,39 @@ def param_with_axes(module: nn.Module, name, init_fn, shape, axes, dtype=jnp.flo
   return module.param(name, nn.with_logical_partitioning(init_fn, axes), shape, dtype)
 
 
+def compute_weight(w, x, dt):
+  """Weight ``w`` in compute dtype ``dt`` for a product with activations ``x``, cast where it is used.
+
+  On XLA:CPU a weight stored narrower than float32 is cast from :func:`tied_to` ``(w, x)``, so the
+  cast waits for this layer's input and lives only for this layer (XLA otherwise schedules every
+  layer's cast at the start of the program). XLA:CPU computes a bfloat16 matmul through a float32
+  cast of its own, so a bfloat16 weight is tied there even when ``dt`` is bfloat16. Inside a decode
+  loop the cast is still loop-invariant to XLA's code motion, which ``precision.jit_for_weights``
+  turns off for such programs.
+  """
+  dt = jnp.dtype(dt)
+  if not narrow_on_cpu(w):  # accelerators multiply bfloat16 natively: their programs stay as they were
+    return w.astype(dt)
+  return tied_to(w, x).astype(dt)
+
+
+def narrow_on_cpu(w) -> bool:
+  """Whether ``w`` is a float stored narrower than float32 on XLA:CPU (which upcasts it to compute)."""
+  return jnp.issubdtype(w.dtype, jnp.floating) and w.dtype.itemsize < 4 and jax.default_backend() == "cpu"
+
+
+def tied_to(w, x):
+  """``w`` (a narrow float array) unchanged bit for bit, as a value XLA sees depend on ``x``: its
+  bits OR-ed with ``min(sign bit of x's first element, 0)``, 0 for every value (NaN included), a
+  zero XLA's simplifier does not fold. Integer ops, since XLA:CPU computes bfloat16 selects,
+  dynamic updates and gathers through a float32 copy of their operand, which it then hoists like
+  the cast; an optimization barrier does not serve either (XLA:CPU drops it before these passes)."""
+  bits = jax.lax.bitcast_convert_type(x.reshape(-1)[0].astype(jnp.float32), jnp.int32)
+  zero = jnp.minimum(jax.lax.shift_right_logical(bits, 31), 0)
+  uint = jnp.dtype(f"uint{8 * w.dtype.itemsize}")
+  return jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(w, uint) | zero.astype(uint), w.dtype)
+
+
 # MLP gate activations by config name; gelu_tanh is HF's gelu_pytorch_tanh / gelu_new
 ACTIVATIONS = {"silu": jax.nn.silu, "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True)}
 
