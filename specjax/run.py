@@ -27,6 +27,8 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
+from specjax import checks
+
 _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "smollm2_135m.py"
 
 
@@ -102,6 +104,7 @@ def main(argv):
   config = _CONFIG.value
   _setup_jax()
   try:
+    checks.command_line(sys.argv)  # an explicitly empty prompt or prompts file
     _choose_prompts(config)
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel
@@ -125,6 +128,11 @@ def main(argv):
 
 def _parse_flags(argv):
   """absl's parser, with a bad ``--config.X`` override (a misspelt key) as one line, exit code 2."""
+  try:
+    checks.config_file(argv)  # before ml_collections reads it (its OSError is a traceback)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
   try:
     return flags.FLAGS(argv)
   except (flags.Error, AttributeError, KeyError, ValueError, TypeError) as e:

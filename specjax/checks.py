@@ -1,0 +1,159 @@
+"""A run's inputs checked from the config alone, before anything loads or compiles.
+
+Each check raises ``ValueError`` with one line that names the value and what would be accepted;
+``python -m specjax.run`` prints it as ``error: ...`` with exit code 2 (so do
+``python -m specjax.bench specbench`` and the tasks that share :func:`check_ranges`). Nothing here
+reads weights: a model's context length comes from the registry's declaration
+(:mod:`specjax.registry`) or a checkpoint's metadata (:mod:`specjax.preflight`).
+
+* :func:`config_file`: the ``--config=PATH[:ARG]`` file exists (before the flags parse it);
+* :func:`command_line`: ``--config.prompt=`` / ``--config.prompts_file=`` given empty;
+* :func:`check_ranges`: every numeric run key in its range (a table, :data:`RANGES`);
+* :func:`check_run`: the ranges, gamma against :data:`GAMMA_MAX` and the models' context,
+  max_new_tokens against the context, the prompts file, and prompts that fit the target (a chat
+  template for ``chat``, a tokenizer for user prompts).
+"""
+from __future__ import annotations
+
+import math
+import pathlib
+
+# The largest gamma (drafts per round, a tree's depth) a run takes: every verify width up to gamma is
+# compiled, so a larger one costs minutes of compiling for rounds whose drafts are almost never all
+# kept (documented in docs/cli.md).
+GAMMA_MAX = 32
+# max_new_tokens past this is a mistake whatever the model (its cache would hold a million slots).
+MAX_NEW_TOKENS_MAX = 1 << 20
+SEED_MAX = 2**32 - 1  # jax.random.PRNGKey and numpy's RandomState take 32-bit seeds
+
+
+def _in(lo, hi, lo_open=False):
+  """A closed (or left-open) interval test and its text."""
+  def test(v):
+    return (v > lo if lo_open else v >= lo) and (hi is None or v <= hi)
+  text = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{']' if hi is not None else ')'}"
+  return test, text
+
+
+# key -> (int only, range test, range text, what the key means)
+RANGES = {
+    "max_new_tokens": (True, *_in(1, MAX_NEW_TOKENS_MAX), "tokens generated per row"),
+    "batch_size": (True, *_in(1, None), "rows decoded at once"),
+    "prompt_len": (True, *_in(1, None), "tokens of each built-in prompt"),
+    "repeats": (True, *_in(1, None), "timed runs of each decoder"),
+    "seed": (True, *_in(0, SEED_MAX), "the sampling seed"),
+    "eos_id": (True, *_in(-1, None), "-1: the tokenizer's EOS"),
+    "max_len": (True, *_in(0, None), "0: what the run needs"),
+    "top_k": (True, *_in(0, None), "0: off"),
+    "temperature": (False, *_in(0, None), "0: greedy"),
+    "top_p": (False, *_in(0, 1, lo_open=True), "1: off"),
+    "lenience": (False, *_in(0, 1), "1: exact"),
+    "confidence": (False, *_in(0, 1), "the adaptive cut when greedy"),
+    "sampled_confidence": (False, *_in(0, 1), "the adaptive cut when sampling; 0: none"),
+}
+# negative: the default; else in range (Adaptive names the range itself)
+NEGATIVE_IS_DEFAULT = ("acceptance_memory", "verify_slope")
+
+
+def check_ranges(values, prefix: str = "--config.") -> None:
+  """Every key of :data:`RANGES` present in ``values`` (a mapping) is a number in its range; the
+  message names the flag as ``prefix + key``."""
+  for key, (integer, test, text, meaning) in RANGES.items():
+    if key not in values:
+      continue
+    v = values[key]
+    kind = "an integer" if integer else "a number"
+    if isinstance(v, bool) or not isinstance(v, int if integer else (int, float)) or not math.isfinite(v) \
+        or not test(v):
+      raise ValueError(f"{prefix}{key}={v!r}: must be {kind} in {text} ({meaning})")
+  for key in NEGATIVE_IS_DEFAULT:
+    v = values.get(key, -1.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+      raise ValueError(f"{prefix}{key}={v!r}: must be a number (negative: the default)")
+
+
+def check_gamma(gamma, context: int | None = None, source: str = "", prefix: str = "--config.drafter.") -> None:
+  """gamma is an integer in [1, GAMMA_MAX] and a round (root + gamma drafts) fits the context
+  with a prompt token before it."""
+  if isinstance(gamma, bool) or not isinstance(gamma, int) or not 1 <= gamma <= GAMMA_MAX:
+    raise ValueError(f"{prefix}gamma={gamma!r}: must be an integer in [1, {GAMMA_MAX}] (drafts per round; every "
+                     f"verify width up to gamma is compiled, see docs/cli.md)")
+  if context is not None and gamma + 2 > context:
+    raise ValueError(f"{prefix}gamma={gamma}: a round of 1 + {gamma} tokens after a prompt token does not fit the "
+                     f"model's context length {context} ({source}); use gamma <= {context - 2}")
+
+
+def config_file(argv) -> None:
+  """The ``--config=PATH[:ARG]`` (or ``--config PATH``) file exists and is a file."""
+  args = list(argv)[1:]
+  for i, a in enumerate(args):
+    if a.startswith("--config="):
+      value = a.split("=", 1)[1]
+    elif a == "--config" and i + 1 < len(args):
+      value = args[i + 1]
+    else:
+      continue
+    path = pathlib.Path(value.split(":", 1)[0]).expanduser()
+    if not path.is_file():
+      why = "is a directory" if path.is_dir() else "does not exist"
+      raise ValueError(f"--config={value}: the config file {path} {why} (configs/*.py lists the shipped ones)")
+
+
+def command_line(argv) -> None:
+  """``--config.prompt=`` and ``--config.prompts_file=`` given on the command line must say something
+  (leave them out for the config's own prompts)."""
+  for a in list(argv)[1:]:
+    key, eq, value = a.partition("=")
+    if key in ("--config.prompt", "--config.prompts_file") and eq and not value.strip():
+      what = "prompt" if key.endswith("prompt") else "prompts file"
+      raise ValueError(f"{key} is empty: give the {what} (or leave the flag out for the config's own prompt; "
+                       "without any, built-in prompts fit to the model are used)")
+
+
+def context_of(spec) -> tuple:
+  """``(context length, where it comes from)`` of a model spec, from declarations and metadata
+  only; ``(None, "")`` when none is known (a random init, a checkpoint not there yet)."""
+  from specjax import preflight, registry  # pylint: disable=import-outside-toplevel
+  from specjax.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
+  source = str(dict(spec).get("checkpoint") or "")
+  if not source:
+    return None, ""
+  if source in registry.REGISTRY:
+    entry = registry.REGISTRY[source]
+    return (entry.context_length or None), f"{source}'s registered context length"
+  try:
+    info = preflight.describe_checkpoint(source)
+  except (CheckpointError, OSError, ValueError):
+    return None, ""  # loading names what is wrong with it
+  return (info.context, info.context_source) if info is not None and info.context else (None, "")
+
+
+def chat_template_of(spec) -> bool | None:
+  """Whether a registered target's tokenizer has a chat template (None: not declared)."""
+  from specjax import registry  # pylint: disable=import-outside-toplevel
+  entry = registry.REGISTRY.get(str(dict(spec).get("checkpoint") or ""))
+  return None if entry is None else entry.chat_template
+
+
+def check_run(config, gamma: int, drafter_spec=None) -> None:
+  """Everything about a normalized run config that can be known before loading: raises one line."""
+  from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
+  check_ranges(config)
+  limits = [context_of(config.target)] + ([context_of(drafter_spec)] if drafter_spec else [])
+  limits = [(c, s) for c, s in limits if c]
+  context, source = min(limits) if limits else (None, "")
+  check_gamma(gamma, context, source)
+  items = prompts_lib.user_prompts(config)  # a missing, unreadable, empty or malformed file: an error now
+  if context is not None:
+    shortest = 1 if items else int(config.prompt_len)
+    if shortest + config.max_new_tokens + gamma + 1 > context:
+      what = "a 1-token prompt" if items else f"the built-in prompt (prompt_len {shortest})"
+      raise ValueError(f"--config.max_new_tokens={config.max_new_tokens}: {what} + max_new_tokens + {gamma + 1} "
+                       f"verify slots exceeds the model's context length {context} ({source}); use "
+                       f"max_new_tokens <= {context - shortest - gamma - 1}")
+  if items and not config.target.get("checkpoint"):
+    raise ValueError("--config.prompt / prompts_file need a model with a tokenizer (a checkpoint), not a random "
+                     "init; leave them out for random prompt ids")
+  if config.get("chat") and chat_template_of(config.target) is False:
+    raise ValueError(f"--config.chat=True but {config.target.checkpoint} has no chat template (a base model); "
+                     "set --config.chat=False and give a text to continue")
