@@ -9,6 +9,7 @@ reads weights: a model's context length comes from the registry's declaration
 * :func:`config_file`: the ``--config=PATH[:ARG]`` file exists (before the flags parse it);
 * :func:`command_line`: ``--config.prompt=`` / ``--config.prompts_file=`` given empty;
 * :func:`check_ranges`: every numeric run key in its range (a table, :data:`RANGES`);
+* :func:`check_plan`: the ranges and gamma, for ``--dry_run``;
 * :func:`check_run`: the ranges, gamma against :data:`GAMMA_MAX` and the models' context,
   max_new_tokens against the context, the prompts file, and prompts that fit the target (a chat
   template for ``chat``, a tokenizer for user prompts).
@@ -18,9 +19,9 @@ from __future__ import annotations
 import math
 import pathlib
 
-# The largest gamma (drafts per round, a tree's depth) a run takes: every verify width up to gamma is
-# compiled, so a larger one costs minutes of compiling for rounds whose drafts are almost never all
-# kept (documented in docs/cli.md).
+# The largest gamma (drafts per round, a tree's depth) a run takes (documented in docs/cli.md): a
+# round compiles gamma drafting steps and verify passes at widths 1, 2, 4, ... up to gamma, so a
+# larger one costs minutes of compiling for drafts past the 32nd that are almost never all kept.
 GAMMA_MAX = 32
 # max_new_tokens past this is a mistake whatever the model (its cache would hold a million slots).
 MAX_NEW_TOKENS_MAX = 1 << 20
@@ -76,8 +77,8 @@ def check_gamma(gamma, context: int | None = None, source: str = "", prefix: str
   """gamma is an integer in [1, GAMMA_MAX] and a round (root + gamma drafts) fits the context
   with a prompt token before it."""
   if isinstance(gamma, bool) or not isinstance(gamma, int) or not 1 <= gamma <= GAMMA_MAX:
-    raise ValueError(f"{prefix}gamma={gamma!r}: must be an integer in [1, {GAMMA_MAX}] (drafts per round; every "
-                     f"verify width up to gamma is compiled, see docs/cli.md)")
+    raise ValueError(f"{prefix}gamma={gamma!r}: must be an integer in [1, {GAMMA_MAX}] (drafts per round, or a "
+                     "tree's depth; docs/cli.md says why)")
   if context is not None and gamma + 2 > context:
     raise ValueError(f"{prefix}gamma={gamma}: a round of 1 + {gamma} tokens after a prompt token does not fit the "
                      f"model's context length {context} ({source}); use gamma <= {context - 2}")
@@ -133,6 +134,12 @@ def chat_template_of(spec) -> bool | None:
   from specjax import registry  # pylint: disable=import-outside-toplevel
   entry = registry.REGISTRY.get(str(dict(spec).get("checkpoint") or ""))
   return None if entry is None else entry.chat_template
+
+
+def check_plan(config) -> None:
+  """The numeric keys and gamma of a config the dry run plans (no models, no prompts)."""
+  check_ranges(config)
+  check_gamma((config.get("drafter") or {}).get("gamma", 4))
 
 
 def check_run(config, gamma: int, drafter_spec=None) -> None:

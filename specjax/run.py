@@ -108,6 +108,7 @@ def main(argv):
     _choose_prompts(config)
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel
+      checks.check_plan(config)
       result = dryrun.dry_run(config)
       print(dryrun.format_table(result))
     else:
