@@ -6,7 +6,8 @@ Each check raises ``ValueError`` with one line that names the value and what wou
 reads weights: a model's context length comes from the registry's declaration
 (:mod:`specjax.registry`) or a checkpoint's metadata (:mod:`specjax.preflight`).
 
-* :func:`config_file`: the ``--config=PATH[:ARG]`` file exists (before the flags parse it);
+* :func:`config_file`: the ``--config=PATH[:ARG]`` file exists (before the flags parse it), and
+  :func:`config_error` one line for a config file that does not load;
 * :func:`command_line`: ``--config.prompt=`` / ``--config.prompts_file=`` given empty;
 * :func:`check_ranges`: every numeric run key in its range (a table, :data:`RANGES`);
 * :func:`check_plan`: the ranges and gamma, for ``--dry_run``;
@@ -98,6 +99,31 @@ def config_file(argv) -> None:
     if not path.is_file():
       why = "is a directory" if path.is_dir() else "does not exist"
       raise ValueError(f"--config={value}: the config file {path} {why} (configs/*.py lists the shipped ones)")
+
+
+def _config_arg(argv) -> str:
+  args = list(argv)[1:]
+  for i, a in enumerate(args):
+    if a.startswith("--config="):
+      return a.split("=", 1)[1]
+    if a == "--config" and i + 1 < len(args):
+      return args[i + 1]
+  return "configs/smollm2_135m.py"  # specjax.run's default
+
+
+def config_error(e: BaseException, argv) -> str | None:
+  """One line for a config file that does not load (a syntax error, no ``get_config``, or
+  ``get_config`` raising: its own message); None when ``e`` is about something else."""
+  where = f"--config={_config_arg(argv)}"
+  if isinstance(e, SyntaxError):
+    return f"{where}: {e.msg} at {e.filename} line {e.lineno}"
+  text = str(e)
+  if "has no attribute 'get_config'" in text:
+    return f"{where}: the file defines no get_config(arg=None) returning the run's ConfigDict"
+  if "Error whilst parsing config file" in text:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return f"{where}: get_config failed: {lines[-1]}"
+  return None
 
 
 def command_line(argv) -> None:

@@ -136,7 +136,10 @@ def _parse_flags(argv):
     sys.exit(2)
   try:
     return flags.FLAGS(argv)
-  except (flags.Error, AttributeError, KeyError, ValueError, TypeError) as e:
+  except (flags.Error, AttributeError, KeyError, ValueError, TypeError, SyntaxError) as e:
+    if checks.config_error(e, argv):  # the config file itself does not load
+      print(f"error: {checks.config_error(e, argv)}", file=sys.stderr)
+      sys.exit(2)
     _bad_override(e)
 
 

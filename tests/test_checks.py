@@ -208,10 +208,15 @@ def _bad_files(tmp):
   (tmp / "empty.txt").write_text("\n")
   (tmp / "bad.txt").write_text("[oops\n")
   (tmp / "bin.txt").write_bytes(b"\xff\xfe\x00\n")
+  (tmp / "noget.py").write_text("x = 1\n")
+  (tmp / "syntax.py").write_text("def get_config(:\n")
 
 
 CLI_CASES = [
     (["--config=configs/nonexist.py"], "the config file configs/nonexist.py does not exist"),
+    (["--config=configs/smollm2_135m.py:bogus"], "get_config failed: ValueError: unknown argument 'bogus'"),
+    (["--config={tmp}/noget.py"], "noget.py: the file defines no get_config"),
+    (["--config={tmp}/syntax.py"], "syntax.py: invalid syntax at"),
     ([SMOLLM2, "--config.max_new_tokens=-1"], "max_new_tokens=-1: must be an integer in [1, 1048576]"),
     ([SMOLLM2, "--config.max_new_tokens=100000"], "exceeds the model's context length 8192"),
     (["--config=configs/tiny_random.py", "--config.max_new_tokens=10000000"], "max_new_tokens=10000000: must be"),
