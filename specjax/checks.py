@@ -13,11 +13,13 @@ reads weights: a model's context length comes from the registry's declaration
 * :func:`check_plan`: the ranges and gamma, for ``--dry_run``;
 * :func:`check_run`: the ranges, gamma against :data:`GAMMA_MAX` and the models' context,
   max_new_tokens against the context, the prompts file, and prompts that fit the target (a chat
-  template for ``chat``, a tokenizer for user prompts).
+  template for ``chat``, a tokenizer for user prompts), the checkpoints named, the output file;
+* :func:`output_file`: a file written at the end of a run can be written.
 """
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 
 # The largest gamma (drafts per round, a tree's depth) a run takes (documented in docs/cli.md): a
@@ -162,6 +164,36 @@ def chat_template_of(spec) -> bool | None:
   return None if entry is None else entry.chat_template
 
 
+def output_file(path, flag: str) -> None:
+  """A file the run will write at its end (``--json_out``, ``--config.output``) can be written: not a
+  folder, and its nearest existing parent a folder this process may write in."""
+  if not path:
+    return
+  path = pathlib.Path(str(path)).expanduser()
+  if path.is_dir():
+    raise ValueError(f"{flag}={path}: is a folder; give a file name")
+  parent = path.parent
+  while not parent.exists() and parent != parent.parent:
+    parent = parent.parent
+  if not parent.is_dir():
+    raise ValueError(f"{flag}={path}: {parent} is a file, not a folder")
+  if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    raise ValueError(f"{flag}={path}: no permission to write there")
+
+
+def checkpoint_source(source, flag: str) -> None:
+  """A checkpoint named in the config is there to load: a registered name, a file or folder, a
+  name under specjax/assets, or a Hugging Face hub id (``org/name``, fetched before loading)."""
+  from specjax import hub, loading, registry  # pylint: disable=import-outside-toplevel
+  source = str(source or "")
+  if not source or source in registry.REGISTRY or pathlib.Path(source).expanduser().exists():
+    return
+  if (loading.ASSETS / source).exists() or hub.parse(source):
+    return
+  raise ValueError(f"{flag}={source!r}: checkpoint not found: not a registered name ({', '.join(registry.REGISTRY)}), "
+                   "a file or folder, a name under specjax/assets, or a hub id (org/name)")
+
+
 def check_plan(config) -> None:
   """The numeric keys and gamma of a config the dry run plans (no models, no prompts)."""
   check_ranges(config)
@@ -176,6 +208,9 @@ def check_run(config, gamma: int, drafter_spec=None) -> None:
   limits = [(c, s) for c, s in limits if c]
   context, source = min(limits) if limits else (None, "")
   check_gamma(gamma, context, source)
+  checkpoint_source(config.target.get("checkpoint"), "--config.target.checkpoint")
+  checkpoint_source(config.drafter.get("checkpoint"), "--config.drafter.checkpoint")
+  output_file(config.get("output"), "--config.output")
   items = prompts_lib.user_prompts(config)  # a missing, unreadable, empty or malformed file: an error now
   if context is not None:
     shortest = 1 if items else int(config.prompt_len)

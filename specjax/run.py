@@ -105,6 +105,7 @@ def main(argv):
   _setup_jax()
   try:
     checks.command_line(sys.argv)  # an explicitly empty prompt or prompts file
+    checks.output_file(_JSON_OUT.value, "--json_out")  # written at the end: known writable now
     _choose_prompts(config)
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel

@@ -165,6 +165,21 @@ def test_explicitly_empty_prompt_and_config_path():
   checks.config_file(["run", f"--config={REPO / 'configs' / 'smollm2_135m.py'}:draft_model"])
 
 
+def test_checkpoints_named_and_output_files_are_checked(tmp_path):
+  config = _config()
+  config.drafter = {"kind": "draft_model", "checkpoint": str(tmp_path / "nowhere"), "gamma": 3}
+  with pytest.raises(ValueError, match=r"--config.drafter.checkpoint='.*nowhere': checkpoint not found"):
+    _check(config)
+  for source in ("smollm2-135m-instruct", "demo/target", "google/flan-t5-small", str(tmp_path)):
+    checks.checkpoint_source(source, "--x")  # registered, shipped, a hub id, a folder
+  (tmp_path / "file").write_text("")
+  with pytest.raises(ValueError, match=r"--config.output=.*file/out.jsonl: .*file is a file, not a folder"):
+    _check(_config(output=str(tmp_path / "file" / "out.jsonl")))
+  with pytest.raises(ValueError, match=r"--json_out=.*: is a folder; give a file name"):
+    checks.output_file(tmp_path, "--json_out")
+  checks.output_file(tmp_path / "new" / "deeper" / "out.json", "--json_out")  # made at the end
+
+
 class _ChatTok:
   chat_template = "<chat>"
 
@@ -234,6 +249,9 @@ CLI_CASES = [
     ([SMOLLM2, "--config.prompts_file={tmp}/empty.txt"], "holds no prompts"),
     ([SMOLLM2, "--config.prompts_file={tmp}/bad.txt"], "bad.txt:1: a line starting with [ or \" must be JSON"),
     ([SMOLLM2, "--config.prompts_file={tmp}/bin.txt"], "bin.txt is not UTF-8 text"),
+    ([SMOLLM2 + ":draft_model", "--config.drafter.checkpoint={tmp}/nowhere"], "nowhere': checkpoint not found"),
+    ([SMOLLM2, "--config.output={tmp}/bad.txt/out.jsonl"], "bad.txt is a file, not a folder"),
+    ([SMOLLM2, "--json_out={tmp}"], "is a folder; give a file name"),
     (["--config=configs/gemma3_270m.py", "--config.chat=True"], "gemma3-270m has no chat template"),
     (["--config=configs/chinchilla70b_4b.py", "--dry_run", "--config.drafter.gamma=64"], "gamma=64: must be"),
 ]
