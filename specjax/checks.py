@@ -152,8 +152,8 @@ def context_of(spec) -> tuple:
     return (entry.context_length or None), f"{source}'s registered context length"
   try:
     info = preflight.describe_checkpoint(source)
-  except (CheckpointError, OSError, ValueError):
-    return None, ""  # loading names what is wrong with it
+  except (CheckpointError, OSError, ValueError, KeyError, TypeError):
+    return None, ""  # unreadable metadata: loading names what is wrong with it
   return (info.context, info.context_source) if info is not None and info.context else (None, "")
 
 
@@ -200,11 +200,12 @@ def check_plan(config) -> None:
   check_gamma((config.get("drafter") or {}).get("gamma", 4))
 
 
-def check_run(config, gamma: int, drafter_spec=None) -> None:
-  """Everything about a normalized run config that can be known before loading: raises one line."""
+def check_run(config, gamma: int) -> None:
+  """Everything about a normalized run config that can be known before loading: raises one line.
+  The context is the smallest of the target's and the drafter checkpoint's (when they state one)."""
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
   check_ranges(config)
-  limits = [context_of(config.target)] + ([context_of(drafter_spec)] if drafter_spec else [])
+  limits = [context_of(config.target), context_of({"checkpoint": config.drafter.get("checkpoint")})]
   limits = [(c, s) for c, s in limits if c]
   context, source = min(limits) if limits else (None, "")
   check_gamma(gamma, context, source)

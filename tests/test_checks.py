@@ -213,8 +213,7 @@ def test_a_chat_model_gets_questions_as_built_in_prompts():
 def test_every_shipped_config_passes_its_checks():
   for path in sorted((REPO / "configs").glob("*.py")):
     config = experiment.normalize(common.load_config_file(path))
-    spec = experiment.small_model_spec(config) if config.drafter.kind in experiment.SMALL_MODEL_KINDS else None
-    checks.check_run(config, experiment.gamma_of(config), spec)
+    checks.check_run(config, experiment.gamma_of(config))
     checks.check_plan(config)
 
 
