@@ -148,8 +148,7 @@ def context_of(spec) -> tuple:
   if not source:
     return None, ""
   if source in registry.REGISTRY:
-    entry = registry.REGISTRY[source]
-    return (entry.context_length or None), f"{source}'s registered context length"
+    return registry.CONTEXT_LENGTH.get(source), f"{source}'s registered context length"
   try:
     info = preflight.describe_checkpoint(source)
   except (CheckpointError, OSError, ValueError, KeyError, TypeError):
@@ -160,8 +159,7 @@ def context_of(spec) -> tuple:
 def chat_template_of(spec) -> bool | None:
   """Whether a registered target's tokenizer has a chat template (None: not declared)."""
   from specjax import registry  # pylint: disable=import-outside-toplevel
-  entry = registry.REGISTRY.get(str(dict(spec).get("checkpoint") or ""))
-  return None if entry is None else entry.chat_template
+  return registry.CHAT_TEMPLATE.get(str(dict(spec).get("checkpoint") or ""))
 
 
 def output_file(path, flag: str) -> None:

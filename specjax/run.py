@@ -27,8 +27,6 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
-from specjax import checks
-
 _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "smollm2_135m.py"
 
 
@@ -100,13 +98,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   import specjax  # pylint: disable=import-outside-toplevel
-  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  from specjax import checks, experiment  # pylint: disable=import-outside-toplevel
   config = _CONFIG.value
   _setup_jax()
   try:
+    _choose_prompts(config)
     checks.command_line(sys.argv)  # an explicitly empty prompt or prompts file
     checks.output_file(_JSON_OUT.value, "--json_out")  # written at the end: known writable now
-    _choose_prompts(config)
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel
       checks.check_plan(config)
@@ -130,6 +128,7 @@ def main(argv):
 
 def _parse_flags(argv):
   """absl's parser, with a bad ``--config.X`` override (a misspelt key) as one line, exit code 2."""
+  from specjax import checks  # pylint: disable=import-outside-toplevel
   try:
     checks.config_file(argv)  # before ml_collections reads it (its OSError is a traceback)
   except ValueError as e:

