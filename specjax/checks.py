@@ -24,7 +24,7 @@ import pathlib
 
 # The largest gamma (drafts per round, a tree's depth) a run takes (documented in docs/cli.md): a
 # round compiles gamma drafting steps and verify passes at widths 1, 2, 4, ... up to gamma, so a
-# larger one costs minutes of compiling for drafts past the 32nd that are almost never all kept.
+# larger one costs minutes of compiling for drafts past the 32nd that are rarely all kept.
 GAMMA_MAX = 32
 # max_new_tokens past this is a mistake whatever the model (its cache would hold a million slots).
 MAX_NEW_TOKENS_MAX = 1 << 20
