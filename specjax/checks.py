@@ -131,8 +131,11 @@ def config_error(e: BaseException, argv) -> str | None:
 def command_line(argv) -> None:
   """``--config.prompt=`` and ``--config.prompts_file=`` given on the command line must say something
   (leave them out for the config's own prompts)."""
-  for a in list(argv)[1:]:
+  args = list(argv)[1:]
+  for i, a in enumerate(args):
     key, eq, value = a.partition("=")
+    if not eq and i + 1 < len(args):  # --config.prompt VALUE
+      eq, value = "=", args[i + 1]
     if key in ("--config.prompt", "--config.prompts_file") and eq and not value.strip():
       what = "prompt" if key.endswith("prompt") else "prompts file"
       raise ValueError(f"{key} is empty: give the {what} (or leave the flag out for the config's own prompt; "

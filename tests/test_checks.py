@@ -162,7 +162,9 @@ def test_explicitly_empty_prompt_and_config_path():
     checks.command_line(["run", SMOLLM2, "--config.prompt="])
   with pytest.raises(ValueError, match=r"--config.prompts_file is empty"):
     checks.command_line(["run", "--config.prompts_file=  "])
-  checks.command_line(["run", "--config.prompt=hi", "--config.prompt_len=3"])
+  with pytest.raises(ValueError, match=r"--config.prompt is empty"):
+    checks.command_line(["run", "--config.prompt", "", "--config.chat=False"])
+  checks.command_line(["run", "--config.prompt=hi", "--config.prompt_len=3", "--config.prompt", "hi"])
   with pytest.raises(ValueError, match=r"the config file configs/nonexist.py does not exist"):
     checks.config_file(["run", "--config=configs/nonexist.py:arg"])
   with pytest.raises(ValueError, match=r"the config file configs is a directory"):
