@@ -25,6 +25,7 @@ def get_config(arg: str | None = None):
               "param_dtype": "auto", "cache_dtype": "",
               "scan_layers": "auto"}  # auto: float32 on CPU, bfloat16 elsewhere; "": compute dtype;
   # scan_layers auto: one scan over the layers on accelerators, unrolled on CPU (faster per step there)
+  c.chat = False  # a base model: no chat template; it continues the prompt as text
   if kind == "medusa":
     c.drafter = drafter_section("medusa", checkpoint="gemma3/medusa", tree="chain3+1x2", gamma=3)
   return c

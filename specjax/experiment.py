@@ -38,6 +38,7 @@ import numpy as np
 
 import specjax
 from specjax import adaptive as adaptive_lib
+from specjax import checks
 from specjax import loading, measure, precision, preflight, theory
 from specjax import prompts as prompts_lib
 from specjax import report as report_lib
@@ -201,6 +202,7 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
     config.drafter.model = dict(family="decoder", vocab_size=264, d_model=32, num_layers=1, num_heads=2,
                                 num_kv_heads=2, head_dim=16, mlp_dim=64)
   gamma = gamma_of(config)
+  checks.check_run(config, gamma)  # every input from the config alone: one line before anything loads
   sampling = specjax.Sampling(config.temperature, config.top_k, config.top_p)
   settings = _adaptive_settings(config)  # checked here: a bad value is named before anything loads
   fetch_hub_checkpoints(config, verbose)  # downloads, or one error naming what to do offline

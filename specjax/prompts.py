@@ -8,7 +8,9 @@ Config keys (``specjax.run``):
   prompt; the CLI refuses both given on its command line);
 * ``chat``: apply the chat template to plain-text prompts too (instruct models);
 * neither: ``batch_size`` held-out Python stdlib snippets of ``prompt_len`` tokens (the demo's and
-  the benchmarks' prompts), or random ids when there is no tokenizer (random-init models).
+  the benchmarks' prompts), or random ids when there is no tokenizer (random-init models); with
+  ``chat`` (a chat model), ``batch_size`` questions of the shipped Spec-Bench-format set, one
+  category after another, each through the chat template (:func:`builtin_questions`).
 
 User prompts are decoded exactly as given: one row each, never repeated to fill ``batch_size``
 (more prompts than ``batch_size`` rows run with continuous refill, :mod:`specjax.refill`).
@@ -27,8 +29,14 @@ def user_prompts(config) -> list:
     return [config.prompt] if config.get("prompt") else []
   path = pathlib.Path(config.prompts_file).expanduser()
   if not path.is_file():
-    raise ValueError(f"prompts_file not found: {path}")
-  items = [_parse_line(line, path, n) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    raise ValueError(f"prompts_file {'is a directory' if path.is_dir() else 'not found'}: {path}")
+  try:
+    text = path.read_text(encoding="utf-8")
+  except OSError as e:
+    raise ValueError(f"prompts_file {path} cannot be read ({e.strerror or e})") from e
+  except UnicodeDecodeError as e:
+    raise ValueError(f"prompts_file {path} is not UTF-8 text (byte {e.start}: {e.reason}); one prompt per line") from e
+  items = [_parse_line(line, path, n) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
   if not items:
     raise ValueError(f"prompts_file {path} holds no prompts (one per line; blank lines are skipped)")
   return items
@@ -79,6 +87,8 @@ def load(config, tokenizer, vocab_size: int):
                        "random init")
     return (*pad_rows([encode(tokenizer, item, bool(config.get("chat"))) for item in items]), items)
   b, p = config.batch_size, config.prompt_len
+  if getattr(tokenizer, "chat_template", None) and config.get("chat"):  # a chat model: questions, not code
+    return (*pad_rows([encode(tokenizer, q, True) for q in builtin_questions(b, p, config.seed)]), None)
   if tokenizer is None:
     rs = np.random.RandomState(config.seed)
     return rs.randint(3, vocab_size, size=(b, p)).astype(np.int32), np.full((b,), p, np.int32), None
@@ -89,6 +99,23 @@ def load(config, tokenizer, vocab_size: int):
     return np.stack(snippets).astype(np.int32), np.full((b,), p, np.int32), None
   texts = [bytes(s.tolist()).decode("utf-8", errors="ignore") for s in snippets]
   return (*pad_rows([encode(tokenizer, t, bool(config.get("chat")))[:p] for t in texts]), None)
+
+
+def builtin_questions(count: int, prompt_len: int, seed: int) -> list[str]:
+  """``count`` first turns of the shipped Spec-Bench-format questions (chat models' built-in
+  prompts): the categories in turn, each's questions of at most ``4 * prompt_len`` characters in an
+  order drawn from ``seed``."""
+  from specjax.data.specbench_prompts import SHIPPED  # pylint: disable=import-outside-toplevel
+  by_category = {}
+  for line in SHIPPED.read_text(encoding="utf-8").splitlines():
+    q = json.loads(line)
+    by_category.setdefault(q["category"], []).append(q["turns"][0])
+  rs = np.random.RandomState(seed)
+  pools = []
+  for turns in by_category.values():
+    short = [t for t in turns if len(t) <= 4 * prompt_len] or sorted(turns, key=len)[:1]
+    pools.append([short[i] for i in rs.permutation(len(short))])
+  return [pools[i % len(pools)][(i // len(pools)) % len(pools[i % len(pools)])] for i in range(count)]
 
 
 def from_config(config, tokenizer, vocab_size: int):

@@ -196,6 +196,14 @@ REGISTRY = {
         QWEN25_CODER_15B.sha256),
 }
 
+# What each registered GGUF's header says, declared so a run is checked before its file is fetched
+# (tests/test_checks.py compares them with the headers at hand): <arch>.context_length, and whether
+# the tokenizer has a chat template (tokenizer.chat_template).
+CONTEXT_LENGTH = {"smollm2-135m-instruct": 8192, "gemma3-270m": 32768, "qwen2.5-coder-0.5b-instruct": 32768,
+                  "qwen2.5-coder-1.5b-instruct": 32768}
+CHAT_TEMPLATE = {"smollm2-135m-instruct": True, "gemma3-270m": False, "qwen2.5-coder-0.5b-instruct": True,
+                 "qwen2.5-coder-1.5b-instruct": True}
+
 
 def gguf_path(name: str) -> pathlib.Path:
   """The GGUF file of a registered name; a clear error if the name or its package is missing."""

@@ -98,13 +98,16 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   import specjax  # pylint: disable=import-outside-toplevel
-  from specjax import experiment  # pylint: disable=import-outside-toplevel
+  from specjax import checks, experiment  # pylint: disable=import-outside-toplevel
   config = _CONFIG.value
   _setup_jax()
   try:
     _choose_prompts(config)
+    checks.command_line(sys.argv)  # an explicitly empty prompt or prompts file
+    checks.output_file(_JSON_OUT.value, "--json_out")  # written at the end: known writable now
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel
+      checks.check_plan(config)
       result = dryrun.dry_run(config)
       print(dryrun.format_table(result))
     else:
@@ -125,9 +128,18 @@ def main(argv):
 
 def _parse_flags(argv):
   """absl's parser, with a bad ``--config.X`` override (a misspelt key) as one line, exit code 2."""
+  from specjax import checks  # pylint: disable=import-outside-toplevel
+  try:
+    checks.config_file(argv)  # before ml_collections reads it (its OSError is a traceback)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
   try:
     return flags.FLAGS(argv)
-  except (flags.Error, AttributeError, KeyError, ValueError, TypeError) as e:
+  except (flags.Error, AttributeError, KeyError, ValueError, TypeError, SyntaxError) as e:
+    if checks.config_error(e, argv):  # the config file itself does not load
+      print(f"error: {checks.config_error(e, argv)}", file=sys.stderr)
+      sys.exit(2)
     _bad_override(e)
 
 

@@ -321,6 +321,15 @@ def _check(fv) -> None:
     raise ValueError(f"--acceptance_memory must be in [0, 1] (< 0: the default), got {fv.acceptance_memory}")
   if fv.gamma < 0:
     raise ValueError(f"--gamma must be >= 0 (0: each kind's default), got {fv.gamma}")
+  _check_shared(fv)
+
+
+def _check_shared(fv) -> None:
+  """The ranges ``python -m specjax.run`` checks, for the flags this task shares with it."""
+  from specjax import checks  # pylint: disable=import-outside-toplevel
+  checks.check_ranges({k: fv[k].value for k in checks.RANGES if k in fv}, prefix="--")
+  if fv.gamma:
+    checks.check_gamma(fv.gamma, prefix="--")
 
 
 def main(argv) -> int:
