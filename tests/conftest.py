@@ -175,3 +175,39 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
   rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+# ----------------------------------------------------------------------------- the smoke subset
+# tests/smoke.txt names the tests `python -m pytest -m smoke` runs (on the newest tested set,
+# constraints/newest.txt). A listed id that matches nothing in a collected module is an error, so the
+# list cannot rot silently when a test is renamed.
+SMOKE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smoke.txt")
+
+
+def smoke_patterns(path=SMOKE_FILE) -> list:
+  with open(path, encoding="utf-8") as fh:
+    return [l.split("#", 1)[0].strip() for l in fh if l.split("#", 1)[0].strip()]
+
+
+def is_smoke(nodeid: str, pattern: str) -> bool:
+  return nodeid.startswith(pattern[:-1]) if pattern.endswith("*") else nodeid == pattern
+
+
+_SMOKE = smoke_patterns()
+_SMOKE_SEEN, _COLLECTED_FILES = set(), set()
+
+
+def pytest_itemcollected(item):
+  _COLLECTED_FILES.add(item.nodeid.split("::", 1)[0])
+  for pattern in _SMOKE:
+    if is_smoke(item.nodeid, pattern):
+      item.add_marker(pytest.mark.smoke)
+      _SMOKE_SEEN.add(pattern)
+
+
+def pytest_collection_finish(session):
+  if "smoke" not in (session.config.option.markexpr or ""):
+    return
+  stale = [p for p in _SMOKE if p not in _SMOKE_SEEN and p.split("::", 1)[0] in _COLLECTED_FILES]
+  if stale:
+    raise pytest.UsageError(f"tests/smoke.txt lists ids that match no test: {stale}")
