@@ -48,11 +48,15 @@ def _legacy_emitters_when_unoptimized():
   ~30% faster than its fusion emitters (three speculative loops: 2.6 vs 3.7 s); at full optimisation they
   are 2.4x slower (SmolLM2's loop: 15 vs 6 s). XLA_FLAGS apply to the whole process, so the choice
   goes into each compilation's options instead, following ``jax_disable_most_optimizations``. Only
-  the test suite does this; a jax without these internals just compiles as before."""
+  the test suite does this; a jax without these internals just compiles as before. XLA dropped the
+  legacy emitters and this option with jaxlib 0.11 (an unknown option fails every compile there)."""
   try:
+    import jaxlib  # pylint: disable=import-outside-toplevel
     from jax._src import compiler  # pylint: disable=import-outside-toplevel
     original, unoptimized = compiler.get_compile_options, compiler._DISABLE_MOST_OPTIMIZATIONS  # pylint: disable=protected-access
   except (ImportError, AttributeError):
+    return
+  if tuple(int(p) for p in jaxlib.__version__.split(".")[:2]) >= (0, 11):
     return
 
   def get_compile_options(*args, **kwargs):
