@@ -13,7 +13,7 @@ import dataclasses
 import pathlib
 
 from specjax import placement
-from specjax.models import bundle, store
+from specjax.models import bundle, packed, store
 from specjax.models.bundle import Model
 from specjax.models.store import CheckpointError, read_safetensors  # noqa: F401  (re-exported)
 
@@ -39,7 +39,7 @@ def load_model(folder, param_dtype: str | None = "auto", mesh=None, **config_ove
   dtype = precision.storage_dtype(param_dtype)
   module_cls, config_cls = families.FAMILIES[meta["family"]]
   module = module_cls(store.make_config(config_cls, meta, folder, **config_overrides))
-  flat = store.read_params(folder, dtype, out=placement.PlacedParams(module, mesh))
+  flat = store.read_params(packed.weights_folder(folder), dtype, out=placement.PlacedParams(module, mesh))
   return from_flat_params(module, flat, source=str(folder / store.WEIGHTS_FILE), mesh=mesh)
 
 

@@ -114,7 +114,8 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
 
 def safetensors_params(folder: pathlib.Path) -> int:
   from specjax.hf_import import read_safetensors_header  # pylint: disable=import-outside-toplevel
-  files = sorted(folder.glob("*.safetensors"))
+  from specjax.models.packed import weights_path  # pylint: disable=import-outside-toplevel
+  files = sorted(folder.glob("*.safetensors")) or [p for p in [weights_path(folder)] if p.is_file()]
   return sum(math.prod(entry["shape"]) for f in files for entry, _ in read_safetensors_header(f).values())
 
 

@@ -48,11 +48,15 @@ def _legacy_emitters_when_unoptimized():
   ~30% faster than its fusion emitters (three speculative loops: 2.6 vs 3.7 s); at full optimisation they
   are 2.4x slower (SmolLM2's loop: 15 vs 6 s). XLA_FLAGS apply to the whole process, so the choice
   goes into each compilation's options instead, following ``jax_disable_most_optimizations``. Only
-  the test suite does this; a jax without these internals just compiles as before."""
+  the test suite does this; a jax without these internals just compiles as before. XLA dropped the
+  legacy emitters and this option with jaxlib 0.11 (an unknown option fails every compile there)."""
   try:
+    import jaxlib  # pylint: disable=import-outside-toplevel
     from jax._src import compiler  # pylint: disable=import-outside-toplevel
     original, unoptimized = compiler.get_compile_options, compiler._DISABLE_MOST_OPTIMIZATIONS  # pylint: disable=protected-access
   except (ImportError, AttributeError):
+    return
+  if tuple(int(p) for p in jaxlib.__version__.split(".")[:2]) >= (0, 11):
     return
 
   def get_compile_options(*args, **kwargs):
@@ -175,3 +179,39 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
   rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+# ----------------------------------------------------------------------------- the smoke subset
+# tests/smoke.txt names the tests `python -m pytest -m smoke` runs (on the newest tested set,
+# constraints/newest.txt). A listed id that matches nothing in a collected module is an error, so the
+# list cannot rot silently when a test is renamed.
+SMOKE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smoke.txt")
+
+
+def smoke_patterns(path=SMOKE_FILE) -> list:
+  with open(path, encoding="utf-8") as fh:
+    return [l.split("#", 1)[0].strip() for l in fh if l.split("#", 1)[0].strip()]
+
+
+def is_smoke(nodeid: str, pattern: str) -> bool:
+  return nodeid.startswith(pattern[:-1]) if pattern.endswith("*") else nodeid == pattern
+
+
+_SMOKE = smoke_patterns()
+_SMOKE_SEEN, _COLLECTED_FILES = set(), set()
+
+
+def pytest_itemcollected(item):
+  _COLLECTED_FILES.add(item.nodeid.split("::", 1)[0])
+  for pattern in _SMOKE:
+    if is_smoke(item.nodeid, pattern):
+      item.add_marker(pytest.mark.smoke)
+      _SMOKE_SEEN.add(pattern)
+
+
+def pytest_collection_finish(session):
+  if "smoke" not in (session.config.option.markexpr or ""):
+    return
+  stale = [p for p in _SMOKE if p not in _SMOKE_SEEN and p.split("::", 1)[0] in _COLLECTED_FILES]
+  if stale:
+    raise pytest.UsageError(f"tests/smoke.txt lists ids that match no test: {stale}")

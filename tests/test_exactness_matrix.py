@@ -102,7 +102,8 @@ def test_sampled_cell_is_exact(name, sampling, shape):
 
 
 GREEDY = [("draft_model/adaptive", "refill"), ("ngram/n=2", "refill"), ("specinfer/paths=chain2+1x1", "refill"),
-          ("medusa/tree=dense3x2/subset", "b1"), ("mtp/subset", "refill"), ("eagle/dynamic/score=rank", "ragged")]
+          ("medusa/tree=dense3x2/subset", "b1"), ("mtp/subset", "refill"), ("eagle/dynamic/score=rank", "ragged"),
+          ("table/order=2", "b1"), ("dflash", "ragged")]  # every kind: the smoke subset (tests/smoke.txt) runs these
 
 
 @pytest.mark.parametrize("name,shape", GREEDY)

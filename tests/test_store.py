@@ -219,3 +219,38 @@ def test_store_is_low_level():
   for leaf in LEAVES:  # the leaves import nothing of specjax
     src = pathlib.Path(specjax.__file__).parent / (leaf.split(".")[1] + ".py")
     assert not [m for m in _imports(src) if m.startswith("specjax")], leaf
+
+
+def test_packed_checkpoint_loads_the_same_params_and_errors_name_the_file(target, tmp_path, monkeypatch):
+  from specjax.models import packed  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv("SPECJAX_CACHE", str(tmp_path / "cache"))
+  plain = checkpoint.save_model(target, tmp_path / "plain", dtype="bfloat16")
+  folder = checkpoint.save_model(target, tmp_path / "packed", dtype="bfloat16")
+  raw = (folder / store.WEIGHTS_FILE).read_bytes()
+  packed.pack_weights(folder)
+  assert sorted(p.name for p in folder.iterdir()) == ["config.json", store.PACKED_WEIGHTS_FILE]
+  assert (folder / store.PACKED_WEIGHTS_FILE).stat().st_size < len(raw)
+  unpacked = packed.weights_path(folder)
+  assert unpacked.is_relative_to(tmp_path / "cache" / "assets") and unpacked.read_bytes() == raw
+  a, b = checkpoint.load_model(plain), checkpoint.load_model(folder)
+  for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  assert packed.weights_folder(plain) == plain  # a plain file is read where it is
+  bad = tmp_path / "bad"
+  bad.mkdir()
+  (bad / "config.json").write_text((folder / "config.json").read_text())
+  (bad / store.PACKED_WEIGHTS_FILE).write_bytes(b"not xz")
+  with pytest.raises(CheckpointError, match=r"bad/model.safetensors.xz: corrupt xz file"):
+    checkpoint.load_model(bad)
+  (bad / store.PACKED_WEIGHTS_FILE).unlink()
+  with pytest.raises(CheckpointError, match=r"checkpoint file missing: .*bad/model.safetensors"):
+    checkpoint.load_model(bad)
+
+
+def test_shipped_checkpoints_unpack_and_load():
+  from specjax.models import packed  # pylint: disable=import-outside-toplevel
+  folders = sorted(p.parent for p in store.ASSETS.rglob(store.PACKED_WEIGHTS_FILE))
+  assert len(folders) >= 14
+  for folder in folders:
+    header = store.read_safetensors_header(packed.weights_path(folder))
+    assert header, folder

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
-from specjax.models import bundle, kv_cache, store
+from specjax.models import bundle, kv_cache, packed, store
 from specjax.models.store import ASSETS, SUBSET_FILE
 from specjax.models.decoder import Block, DecoderConfig, _norm
 from specjax.models.layers import Init, param_with_axes
@@ -151,7 +151,7 @@ def load(folder, target) -> tuple[bundle.Model, np.ndarray]:
   if subset_K.size != cfg.num_outputs:
     raise store.CheckpointError(f"{folder / SUBSET_FILE}: K={subset_K.size} ids but the head has "
                                 f"out_vocab={cfg.num_outputs}")
-  flat = store.read_params(folder, jnp.float32)
+  flat = store.read_params(packed.weights_folder(folder), jnp.float32)
   flat.update(frozen_params(cfg, target, subset_K))
   model = bundle.from_flat(DraftLM(cfg), flat, source=str(folder / store.WEIGHTS_FILE))
   return model, subset_K

@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from specjax.models import bundle, store
+from specjax.models import bundle, packed, store
 from specjax.models.store import ASSETS
 from specjax.models.layers import Init, RMSNorm, param_with_axes
 
@@ -164,5 +164,5 @@ def load_head(folder, family: str | None = None, param_dtype: str = "float32", *
   meta = store.read_meta(folder, HEADS if family is None else (family,), "head" if family is None else family)
   module_cls, config_cls = HEADS[meta["family"]]
   module = module_cls(store.make_config(config_cls, meta, folder, **config_overrides))
-  flat = store.read_params(folder, jnp.dtype(param_dtype))
+  flat = store.read_params(packed.weights_folder(folder), jnp.dtype(param_dtype))
   return bundle.from_flat(module, flat, source=str(folder / store.WEIGHTS_FILE))

@@ -8,6 +8,10 @@ A checkpoint is a folder with
   target's frozen embedding) are left out;
 * ``vocab_subset.npy`` (optional): a truncated draft vocabulary, ``K`` distinct int32 token ids.
 
+The checkpoints shipped in ``specjax/assets`` hold ``model.safetensors.xz`` instead (the same bytes,
+xz-compressed, so the repository stays small): :func:`specjax.models.packed.weights_folder` unpacks
+it once into ``$SPECJAX_CACHE/assets/<sha256>/``, a folder every reader below reads as it reads any.
+
 Reading streams the weights one tensor at a time, each cast to a storage dtype
 (:func:`specjax.precision.cast_leaf`), so host memory peaks near the loaded params plus one tensor:
 a small reader of our own (:func:`read_safetensors_header`, :func:`read_tensor`) reads each
@@ -38,6 +42,7 @@ from specjax.models import lazy
 ASSETS = pathlib.Path(__file__).resolve().parent.parent / "assets"  # the checkpoints shipped with specjax
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+PACKED_WEIGHTS_FILE = WEIGHTS_FILE + ".xz"  # shipped checkpoints: lossless, unpacked on first read
 SUBSET_FILE = "vocab_subset.npy"
 STORAGE_DTYPES = ("float32", "bfloat16", "float16")
 SAFETENSORS_DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
@@ -87,9 +92,10 @@ def read_meta(folder, families=None, what: str = "specjax") -> dict:
   family names the caller can load (any, when None)."""
   folder = pathlib.Path(folder)
   cfg_path = folder / CONFIG_FILE
-  for p in (cfg_path, folder / WEIGHTS_FILE):
-    if not p.is_file():
-      raise CheckpointError(f"checkpoint file missing: {p}")
+  if not cfg_path.is_file():
+    raise CheckpointError(f"checkpoint file missing: {cfg_path}")
+  if not ((folder / WEIGHTS_FILE).is_file() or (folder / PACKED_WEIGHTS_FILE).is_file()):
+    raise CheckpointError(f"checkpoint file missing: {folder / WEIGHTS_FILE}")
   try:
     meta = json.loads(cfg_path.read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) or "family" not in meta:
