@@ -1,4 +1,5 @@
 """The drafter registry: a drafter written outside specjax registers itself and runs unchanged."""
+import dataclasses
 import importlib
 import sys
 import textwrap
@@ -120,3 +121,36 @@ def test_head_drafters_take_the_loops_prefill(monkeypatch, kind):
   np.testing.assert_array_equal(out.tokens, specjax.generate(target, prompts, lengths, max_new_tokens=6).tokens)
   with pytest.raises(AssertionError, match="second time"):  # outside the loop the fallback is what runs
     drafter.init(target, prompts, lengths, 12)
+
+
+def test_a_kind_is_one_declaration_checked_when_registered(monkeypatch):
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  spec = specjax.drafters.spec("ngram")
+  assert spec.options is specjax.drafters.options_class("ngram") and spec.label == "n-gram"
+  assert {c.name for c in spec.exactness_cases()} >= {"ngram/n=2"}
+  build = lambda options, target: specjax.drafters.NGram()  # noqa: E731
+  with pytest.raises(TypeError, match="frozen"):
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(
+        kind="unfrozen", build=build, options=dataclasses.make_dataclass("O", [], bases=(specjax.drafters.Options,))))
+  with pytest.raises(TypeError, match=r"build\(options, target\)"):
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(kind="one_arg", build=lambda options: None))
+  with pytest.raises(ValueError, match="must be named 'named'"):
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(
+        kind="named", build=build, cases=(specjax.drafters.Case("other/n=2", ("n",), build),)))
+  assert "unfrozen" not in specjax.drafters.kinds() and "named" not in specjax.drafters.kinds()
+
+
+def test_a_drafter_that_is_not_a_pytree_is_refused_at_build_naming_the_fix(monkeypatch):
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  class NotAPytree(specjax.drafters.Drafter):  # no @flax.struct.dataclass
+    kind = "not_a_pytree"
+
+    def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+      return ()
+
+    def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+      raise AssertionError("never reached")
+
+  specjax.drafters.register("not_a_pytree", lambda options, target: NotAPytree())
+  with pytest.raises(TypeError, match=r"not a registered pytree: decorate the class with @flax.struct.dataclass"):
+    specjax.drafters.build("not_a_pytree", {}, testing.tiny_decoder(vocab_size=32))

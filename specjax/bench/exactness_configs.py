@@ -233,7 +233,21 @@ LOSSY_SIBLINGS = ("topk", "topk_lossy")  # deterministic top-k drafts are exact 
 
 
 def configs() -> tuple[Config, ...]:
-  """Every public drafter kind and option the matrix covers."""
+  """Every registered kind's cases (its ``KindSpec.cases``), in registration order."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  unmoved = {}
+  for config in _unmoved_configs():
+    unmoved.setdefault(config.kind, []).append(config)
+  out = []
+  for spec in drafters.specs():
+    declared = [Config(c.name, spec.kind, tuple(c.options), c.build, lossy_sampled=c.lossy_sampled,
+                       lenience=c.lenience, adaptive=c.adaptive) for c in spec.exactness_cases()]
+    out += declared or unmoved.get(spec.kind, [])
+  return tuple(out)
+
+
+def _unmoved_configs() -> tuple[Config, ...]:
+  """The cases of the kinds whose declarations do not list them yet."""
   c = [
       Config("draft_model", "draft_model", (), lambda m: _d().DraftModel(m.small)),
       Config("draft_model/subset", "draft_model", ("subset_K",), lambda m: _d().DraftModel(m.draft_lm, m.subset_K)),
@@ -241,10 +255,6 @@ def configs() -> tuple[Config, ...]:
              lossy_sampled=True, lenience=0.5),
       Config("draft_model/adaptive", "draft_model", ("adaptive",), lambda m: _d().DraftModel(m.small),
              adaptive=True),
-      Config("ngram/n=2", "ngram", ("n",), lambda m: _d().NGram(2)),
-      Config("ngram/n=2,periodic=False", "ngram", ("n", "periodic"), lambda m: _d().NGram(2, periodic=False)),
-      Config("ngram/n=3,min_match=2/adaptive", "ngram", ("n", "min_match", "adaptive"),
-             lambda m: _d().NGram(3, 2), adaptive=True),
       Config("table/order=2", "table", ("order",), lambda m: _d().TableDrafter.from_corpus(m.corpus, V, order=2)),
       Config("table/order=1", "table", ("order",), lambda m: _d().TableDrafter.from_corpus(m.corpus, V, order=1)),
       Config("table/order=2/subset", "table", ("order", "subset_K"),

@@ -13,7 +13,8 @@ import jax.numpy as jnp
 
 from specjax import tree as tree_lib
 from specjax.drafters import vocab
-from specjax.drafters.registry import Options, register
+from specjax.drafters.registry import register
+from specjax.drafters.spec import Options
 from specjax.models import heads as heads_lib
 from specjax.models import store
 
@@ -21,13 +22,6 @@ from specjax.models import store
 @dataclasses.dataclass(frozen=True)
 class DraftModelOptions(Options):
   """A separate small model (``checkpoint``, required)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NGramOptions(Options):
-  n: int = 3          # longest suffix looked up
-  min_match: int = 1  # shortest suffix that counts as a match (none shorter: the row drafts nothing)
-  periodic: bool = True  # a continuation shorter than gamma is drafted on as a repetition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,12 +77,6 @@ def build_draft_model(options, target):
   from specjax.drafters.draft_model import DraftModel  # pylint: disable=import-outside-toplevel
   model, subset_K = _small_model(options, target)
   return DraftModel(model, subset_K)
-
-
-def build_ngram(options, target):
-  from specjax.drafters.ngram import NGram  # pylint: disable=import-outside-toplevel
-  del target
-  return NGram(options.n, options.min_match, options.periodic)
 
 
 def build_table(options, target):
@@ -195,7 +183,6 @@ def _check_depth(gamma: int, depth: int, what: str) -> None:
 
 def register_builtin() -> None:
   for kind, build, options in (("draft_model", build_draft_model, DraftModelOptions),
-                               ("ngram", build_ngram, NGramOptions),
                                ("table", build_table, TableOptions),
                                ("specinfer", build_specinfer, SpecInferOptions),
                                ("medusa", build_medusa, MedusaOptions),
