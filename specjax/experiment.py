@@ -63,7 +63,6 @@ MOVED = {"drafter_kind": "drafter.kind", "gamma": "drafter.gamma", "ngram_n": "d
          "medusa_acceptance": "drafter.acceptance", "medusa_num_heads": "drafter.num_heads",
          "eagle_tree": "drafter.tree", "eagle_paths": "drafter.paths", "eagle_siblings": "drafter.siblings",
          "eagle_top_k": "drafter.top_k", "eagle_total_tokens": "drafter.total_tokens"}
-SMALL_MODEL_KINDS = ("draft_model", "specinfer")
 
 
 def normalize(config) -> ml_collections.ConfigDict:
@@ -148,18 +147,19 @@ def make_drafter(config, target):
   """The config's drafter for ``target`` (``config`` normalized)."""
   kind, options = config.drafter.kind, drafter_options(config)
   model_fields = config.drafter.get("model")
-  if kind in SMALL_MODEL_KINDS and not options.get("checkpoint"):
+  if uses_small_model(kind) and not options.get("checkpoint"):
     if not model_fields:
       raise ValueError(f"drafter kind {kind!r} needs drafter.checkpoint (a small model with the target's "
                        "tokenizer) or drafter.model (fields of a random one); for a target without one use "
                        "--config.drafter.kind=ngram")
     small = families.from_fields(dict(model_fields), config.seed + 1)
-    if kind == "draft_model":
-      return specjax.drafters.DraftModel(small)
-    opts = specjax.drafters.make_options(kind, options)
-    paths = tuple(map(tuple, specjax.tree.parse_chain_paths(opts.paths))) if opts.paths else ()
-    return specjax.drafters.SpecInfer(small, tuple(opts.children), opts.siblings, paths)
+    return specjax.drafters.build(kind, options, target, model=small)
   return specjax.drafters.build(kind, options, target)
+
+
+def uses_small_model(kind: str) -> bool:
+  """Whether the kind drafts with a separate small model (its declaration's ``small_model``)."""
+  return specjax.drafters.spec(kind).small_model is not None
 
 
 def small_model_spec(config) -> dict | None:
@@ -287,7 +287,7 @@ def _what(spec) -> str:
 def _model_infos(config) -> list:
   """``[(name, ModelInfo)]`` of the target and the drafter's own weights, from metadata."""
   infos = [("target", preflight.describe(config.target))]
-  if config.drafter.kind in SMALL_MODEL_KINDS:
+  if uses_small_model(config.drafter.kind):
     spec = small_model_spec(config)
     infos.append(("drafter", preflight.describe(spec) if spec else None))
   elif config.drafter.get("checkpoint"):

@@ -10,14 +10,19 @@ from specjax.bench.table_kit import Sources, Table, f, minutes, n, row_of, same,
 
 TARGET_NAMES = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M (base)",
                 "qwen2.5-coder-1.5b-instruct": "Qwen2.5-Coder-1.5B-Instruct"}
-DRAFTER_NAMES = {"ngram": "n-gram", "draft_model": "draft model", "mtp": "MTP head", "medusa": "Medusa heads"}
+
+
+def kind_label(kind: str) -> str:
+  """A drafter kind's name in tables: its declared label (``KindSpec.label``), else the name itself."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  return drafters.spec(kind).display if kind in drafters.kinds() else kind
 
 
 def drafter_label(name: str) -> str:
   """A specbench row name (``KIND[:CHECKPOINT] adaptive|fixed``) in words."""
   spec, _, mode = name.rpartition(" ") if name.endswith((" adaptive", " fixed")) else (name, "", "")
   kind, _, checkpoint = spec.partition(":")
-  words = DRAFTER_NAMES.get(kind, kind) + (f" {checkpoint}" if checkpoint else "")
+  words = kind_label(kind) + (f" {checkpoint}" if checkpoint else "")
   return words + (f", {mode} draft length" if mode else "")
 
 

@@ -13,9 +13,6 @@ from specjax.drafters.table import TableDrafter
 from specjax.drafters.mtp import MTP
 from specjax.drafters.dflash import DFlash
 from specjax.drafters.eagle import DynamicTree, Eagle
-from specjax.drafters import builtin as _builtin
-
-_builtin.register_builtin()
 
 __all__ = ["Case", "Demo", "Draft", "Drafter", "KindSpec", "Prefill", "Options", "build", "kinds", "make_options",
            "options_class", "register", "register_kind", "spec", "specs", "DraftModel", "NGram", "SpecInfer",

@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any, Callable
 
 from specjax.drafters.spec import KindSpec, Options, check, check_drafter
+from specjax.models import heads as heads_lib
 from specjax.suggest import did_you_mean
 
 _REGISTRY: dict[str, KindSpec] = {}  # in registration order: the shipped kinds first
@@ -28,6 +29,8 @@ __all__ = ["Options", "build", "kinds", "make_options", "options_class", "regist
 def register_kind(kind_spec: KindSpec) -> KindSpec:
   """Registers (or replaces) a drafter kind after checking its declaration; returns it."""
   check(kind_spec)
+  if kind_spec.head is not None:
+    heads_lib.register_head(kind_spec.head, kind_spec.head_config)
   _REGISTRY[kind_spec.kind] = kind_spec
   return kind_spec
 
@@ -71,12 +74,21 @@ def make_options(kind: str, values: dict | None = None):
     raise ValueError(f"drafter kind {kind!r}: {e}") from e
 
 
-def build(kind: str, options, target):
-  """A drafter of a registered kind for ``target``; ``options``: the kind's dataclass or a mapping."""
+def build(kind: str, options, target, model=None):
+  """A drafter of a registered kind for ``target``; ``options``: the kind's dataclass or a mapping.
+
+  ``model``: a small model already in hand, for the kinds that draft with one (``KindSpec.small_model``);
+  then ``options.checkpoint`` is not read.
+  """
   kind_spec = spec(kind)
   if not isinstance(options, kind_spec.options):
     options = make_options(kind, options if isinstance(options, dict) else dataclasses.asdict(options))
-  drafter = kind_spec.build(options, target)
+  if model is None:
+    drafter = kind_spec.build(options, target)
+  elif kind_spec.small_model is None:
+    raise ValueError(f"drafter kind {kind!r} drafts without a separate small model; it takes no model")
+  else:
+    drafter = kind_spec.small_model(options, model)
   check_drafter(kind, drafter)
   drafter.check_compatible(target)
   return drafter

@@ -107,8 +107,10 @@ class KindSpec:
   - ``demos``: the demo benchmark configurations (:class:`Demo`) that ``bench families``/``batch`` run.
   - ``small_model(options, model) -> Drafter``: the kind drafts with a separate small model; given one
     (a config's ``drafter.model`` fields), this builds the drafter around it.
-  - ``head``: the trained head's module class (its checkpoint's ``config.json`` names it).
-  - ``train(argv) -> None``: the kind's ``python -m specjax.train <kind>`` command.
+  - ``head``, ``head_config``: the trained head's module class and its config dataclass (a saved head's
+    ``config.json`` names the module's ``family``; :func:`specjax.models.heads.load_head` reads it).
+  - ``train``: the module of the kind's ``python -m specjax.train <kind>`` command (``main(argv) -> int``),
+    as a dotted name: it is imported only when that command runs.
   - ``data``: what training reads (``"features"``: the target's hidden states; ``"text"``: tokens only).
   """
   kind: str
@@ -119,7 +121,8 @@ class KindSpec:
   demos: tuple = ()
   small_model: Callable | None = None
   head: type | None = None
-  train: Callable | None = None
+  head_config: type | None = None
+  train: str = ""
   data: str = ""
 
   @property
@@ -155,11 +158,17 @@ def check(spec: KindSpec) -> KindSpec:
   _check_arity(kind, "build", spec.build, 2, "build(options, target)")
   if spec.small_model is not None:
     _check_arity(kind, "small_model", spec.small_model, 2, "small_model(options, model)")
-  if spec.train is not None:
-    _check_arity(kind, "train", spec.train, 1, "train(argv)")
+  if spec.train and not (isinstance(spec.train, str) and all(p.isidentifier() for p in spec.train.split("."))):
+    raise TypeError(f"register({kind!r}): train must be a module's dotted name (its main(argv) trains the kind), "
+                    f"got {spec.train!r}")
   for demo in spec.demos:
     if not isinstance(demo, Demo):
       raise TypeError(f"register({kind!r}): demos must be specjax.drafters.Demo, got {demo!r}")
+  if (spec.head is None) != (spec.head_config is None):
+    raise TypeError(f"register({kind!r}): head and head_config come together (the module class and its config)")
+  if spec.head is not None and not isinstance(getattr(spec.head, "family", None), str):
+    raise TypeError(f"register({kind!r}): head {spec.head!r} needs a class attribute family (the name its "
+                    "checkpoints are saved under)")
   if not callable(spec.cases):
     spec.exactness_cases()  # a tuple is checked now; a function when the matrix calls it
   return spec

@@ -10,16 +10,10 @@ import dataclasses
 
 from specjax.models import bundle
 from specjax.suggest import did_you_mean
-from specjax.models.block_drafter import BlockDrafter, BlockDrafterConfig
-from specjax.models.eagle_head import EagleConfig, EagleHead
-from specjax.models.heads import MedusaConfig, MedusaHeads, MTPConfig, MTPHead
 from specjax.models.decoder import Decoder, DecoderConfig
 from specjax.models.t5 import T5, T5Config
 
 FAMILIES = {"decoder": (Decoder, DecoderConfig), "t5": (T5, T5Config)}
-# drafter heads saved with specjax.models.heads.save_head, by their module's ``family``
-HEADS = {cls.family: (cls, cfg) for cls, cfg in ((MTPHead, MTPConfig), (EagleHead, EagleConfig),
-                                                 (BlockDrafter, BlockDrafterConfig), (MedusaHeads, MedusaConfig))}
 
 
 def get(name: str):
