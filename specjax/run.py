@@ -84,7 +84,7 @@ def _setup_jax() -> None:
   """CLI-only JAX settings: the persistent compilation cache, and no backend-probe noise."""
   import jax  # pylint: disable=import-outside-toplevel
   if _COMPILATION_CACHE.value and not jax.config.jax_compilation_cache_dir:
-    from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel
+    from specjax.paths import cache_dir  # pylint: disable=import-outside-toplevel
     jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
     # the default (1 s) skips most programs of a small model; on a few CPU cores they add up
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
