@@ -26,7 +26,6 @@ errors that name the new key. Everything is checked before a model is loaded.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import math
 import pathlib
@@ -90,8 +89,7 @@ def normalize(config) -> ml_collections.ConfigDict:
   drafter = dict(config.get("drafter") or {})
   drafter.setdefault("kind", "draft_model")
   config.drafter = ml_collections.ConfigDict(drafter)
-  for module in config.imports:  # user modules that register their own drafters
-    importlib.import_module(module)
+  specjax.drafters.import_modules(config.imports)  # user modules that register their own drafters
   specjax.drafters.make_options(config.drafter.kind, drafter_options(config))  # unknown kind/option: error now
   return config
 

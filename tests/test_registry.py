@@ -154,3 +154,45 @@ def test_a_drafter_that_is_not_a_pytree_is_refused_at_build_naming_the_fix(monke
   specjax.drafters.register("not_a_pytree", lambda options, target: NotAPytree())
   with pytest.raises(TypeError, match=r"not a registered pytree: decorate the class with @flax.struct.dataclass"):
     specjax.drafters.build("not_a_pytree", {}, testing.tiny_decoder(vocab_size=32))
+
+
+USER_KIND = textwrap.dedent('''
+    """A user's kind declared with its exactness cases: proposes the row's last token again."""
+    import dataclasses
+
+    import flax
+    import jax.numpy as jnp
+
+    import specjax
+    from specjax.models import kv_cache
+
+
+    @flax.struct.dataclass
+    class RepeatAgain(specjax.drafters.Drafter):
+      kind = "repeat_again"
+
+      def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+        return ()
+
+      def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+        last_B = kv_cache.gather_rows(tokens_BxS, (seq_len_B - 1)[:, None])[:, 0]
+        return state, specjax.drafters.Draft(jnp.repeat(last_B[:, None], gamma, 1), None)
+
+
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(
+        kind="repeat_again", build=lambda options, target: RepeatAgain(),
+        cases=(specjax.drafters.Case("repeat_again", (), lambda models: RepeatAgain()),)))
+''')
+
+
+def test_the_exactness_command_runs_a_users_kind_from_its_module(tmp_path, monkeypatch, capsys):
+  from specjax.bench import exactness  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  (tmp_path / "my_kind.py").write_text(USER_KIND)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  argv = ["exactness", "--imports=my_kind", "--kind=repeat_again", "--samplings=greedy", "--shapes=b1"]
+  assert exactness.main(argv) == 0
+  out = capsys.readouterr().out
+  assert "repeat_again" in out and "1 equal" in out and "0 failed" in out
+  assert exactness.main(["exactness", "--kind=ngram,no_such_kind", "--list"]) == 2
+  assert "unknown drafter kind 'no_such_kind'" in capsys.readouterr().err

@@ -14,6 +14,7 @@ Every options dataclass has ``gamma`` (drafts per round, or the tree's depth) an
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Callable
 
 from specjax.drafters.spec import KindSpec, Options, check, check_drafter
@@ -23,7 +24,7 @@ from specjax.suggest import did_you_mean
 _REGISTRY: dict[str, KindSpec] = {}  # in registration order: the shipped kinds first
 
 __all__ = ["Options", "build", "kinds", "make_options", "options_class", "register", "register_kind", "spec",
-           "specs"]
+           "specs", "import_modules"]
 
 
 def register_kind(kind_spec: KindSpec) -> KindSpec:
@@ -38,6 +39,12 @@ def register_kind(kind_spec: KindSpec) -> KindSpec:
 def register(kind: str, build: Callable[[Any, Any], Any], options: type = Options) -> None:
   """Registers (or replaces) a drafter kind from its build function and options dataclass alone."""
   register_kind(KindSpec(kind=kind, build=build, options=options))
+
+
+def import_modules(modules) -> None:
+  """Imports a user's modules (``config.imports``, ``--imports``), which register their own kinds."""
+  for module in modules:
+    importlib.import_module(module)
 
 
 def kinds() -> tuple[str, ...]:
