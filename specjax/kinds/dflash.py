@@ -6,7 +6,7 @@ import numpy as np
 from specjax import drafters
 from specjax.drafters import weights
 from specjax.drafters.dflash import DFlash
-from specjax.kinds.mtp import HeadOptions
+from specjax.kinds.mtp import HeadOptions, head_cases
 from specjax.models import block_drafter
 from specjax.models import heads as heads_lib
 
@@ -40,12 +40,7 @@ def tiny_head(m):
 
 
 def cases() -> tuple[drafters.Case, ...]:
-  head = lambda m: m.weights("dflash", tiny_head)  # noqa: E731
-  return (
-      drafters.Case("dflash", (), lambda m: DFlash(head(m))),
-      drafters.Case("dflash/subset", ("subset_K",), lambda m: DFlash(head(m), m.subset_K)),
-      drafters.Case("dflash/adaptive", ("adaptive",), lambda m: DFlash(head(m)), adaptive=True),
-  )
+  return head_cases("dflash", DFlash, tiny_head)
 
 
 

@@ -29,13 +29,18 @@ def tiny_head(m):
   return m.refit(head, train_heads.mtp_loss(head.module, m.target, depth=m.gamma))
 
 
-def cases() -> tuple[drafters.Case, ...]:
-  head = lambda m: m.weights("mtp", tiny_head)  # noqa: E731
+def head_cases(kind: str, drafter_cls, make_head) -> tuple[drafters.Case, ...]:
+  """A head drafter's cells (``drafter_cls(head, subset_K)``): full vocabulary, truncated, adaptive."""
+  head = lambda m: m.weights(kind, make_head)  # noqa: E731
   return (
-      drafters.Case("mtp", (), lambda m: MTP(head(m))),
-      drafters.Case("mtp/subset", ("subset_K",), lambda m: MTP(head(m), m.subset_K)),
-      drafters.Case("mtp/adaptive", ("adaptive",), lambda m: MTP(head(m)), adaptive=True),
+      drafters.Case(kind, (), lambda m: drafter_cls(head(m))),
+      drafters.Case(f"{kind}/subset", ("subset_K",), lambda m: drafter_cls(head(m), m.subset_K)),
+      drafters.Case(f"{kind}/adaptive", ("adaptive",), lambda m: drafter_cls(head(m)), adaptive=True),
   )
+
+
+def cases() -> tuple[drafters.Case, ...]:
+  return head_cases("mtp", MTP, tiny_head)
 
 
 
