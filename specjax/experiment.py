@@ -25,6 +25,7 @@ errors that name the new key. Everything is checked before a model is loaded.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -103,6 +104,50 @@ def drafter_section(kind: str, **values) -> ml_collections.ConfigDict:
   if unknown:
     specjax.drafters.make_options(kind, {k: values[k] for k in unknown})  # raises, naming the key
   return ml_collections.ConfigDict({"kind": kind, **options, **values})
+
+
+def apply_drafter_overrides(config, overrides: dict) -> None:
+  """Sets the command line's drafter options (:func:`specjax.config_util.split_drafter_overrides`) on
+  ``config`` (a loaded config file). A ``kind`` there
+  brings that kind's options at their defaults (the config's values kept for the options it shares,
+  and its ``model``), so ``--config.drafter.kind=X --config.drafter.OPTION=...`` works for any
+  registered kind, a user's included (``config.imports`` are imported first). A value is read by the
+  type of the option's default; an option the kind does not have is an error naming it."""
+  if not overrides:
+    return
+  specjax.drafters.import_modules(config.get("imports", ()))
+  section = dict(config.get("drafter") or {})
+  kind = overrides.get("kind", section.get("kind", "draft_model"))
+  defaults = dataclasses.asdict(specjax.drafters.make_options(kind, {}))
+  defaults.pop("seed")
+  if kind != section.get("kind"):  # a switch: the new kind's options, the shared ones as the config had them
+    section = {"kind": kind, **defaults, **{k: v for k, v in section.items() if k in defaults or k == "model"}}
+  for key, text in overrides.items():
+    if key == "kind":
+      continue
+    if key not in defaults and key != "model":
+      specjax.drafters.make_options(kind, {key: text})  # raises, naming the option and the kind's options
+    section[key] = _parse_like(text, defaults.get(key, section.get(key)), f"drafter.{key}")
+  with config.unlocked() if hasattr(config, "unlocked") else contextlib.nullcontext():
+    config.drafter = ml_collections.ConfigDict(section)
+
+
+def _parse_like(text: str, default, name: str):
+  """``text`` as a value of ``default``'s type (bool, int, float, a tuple of ints, else the text)."""
+  try:
+    if isinstance(default, bool):
+      if text.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(text)
+      return text.lower() in ("true", "1")
+    if isinstance(default, (tuple, list)):
+      return tuple(int(x) for x in text.strip("()[] ").split(",") if x.strip())
+    if isinstance(default, int):
+      return int(text)
+    if isinstance(default, float):
+      return float(text)
+  except ValueError as e:
+    raise ValueError(f"--config.{name}={text!r}: expected a value of type {type(default).__name__}") from e
+  return text
 
 
 def drafter_options(config) -> dict:

@@ -196,3 +196,27 @@ def test_the_exactness_command_runs_a_users_kind_from_its_module(tmp_path, monke
   assert "repeat_again" in out and "1 equal" in out and "0 failed" in out
   assert exactness.main(["exactness", "--kind=ngram,no_such_kind", "--list"]) == 2
   assert "unknown drafter kind 'no_such_kind'" in capsys.readouterr().err
+
+
+def test_a_kind_switch_on_the_command_line_brings_that_kinds_options(user_module):
+  from specjax import config_util  # pylint: disable=import-outside-toplevel
+  argv, overrides = config_util.split_drafter_overrides(
+      ["run", "--config=c.py", "--config.drafter.kind=ngram", "--config.drafter.n=2", "--config.drafter.periodic=false",
+       "--config.temperature=1"])
+  assert argv == ["run", "--config=c.py", "--config.temperature=1"]
+  config = ml_collections.ConfigDict({"target": {}, "drafter": experiment.drafter_section(
+      "draft_model", checkpoint="demo/drafter", gamma=7)})
+  experiment.apply_drafter_overrides(config, overrides)
+  assert dict(config.drafter) == {"kind": "ngram", "gamma": 7, "checkpoint": "demo/drafter", "n": 2, "min_match": 1,
+                                  "periodic": False}
+  drafter = experiment.make_drafter(experiment.normalize(config), testing.tiny_decoder(vocab_size=32))
+  assert (drafter.n, drafter.periodic) == (2, False)
+  # a user's kind, its module named by config.imports, with its own option
+  config = ml_collections.ConfigDict({"target": {}, "imports": (user_module,),
+                                      "drafter": experiment.drafter_section("ngram")})
+  experiment.apply_drafter_overrides(config, {"kind": "repeat_last", "gamma": "3"})
+  assert config.drafter.kind == "repeat_last" and config.drafter.gamma == 3
+  with pytest.raises(ValueError, match=r"drafter kind 'ngram' has no option 'nn' \(did you mean 'n'\?\)"):
+    experiment.apply_drafter_overrides(config, {"kind": "ngram", "nn": "2"})
+  with pytest.raises(ValueError, match=r"--config.drafter.n='two': expected a value of type int"):
+    experiment.apply_drafter_overrides(config, {"kind": "ngram", "n": "two"})
