@@ -44,6 +44,7 @@ from specjax import report as report_lib
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.models import families
 from specjax.report import print_outputs, print_report  # noqa: F401  (the CLI's, here since tests use them)
+from specjax.drafters.registry import drafter_section  # noqa: F401  (configs and tests read it here too)
 from specjax.suggest import did_you_mean
 
 # Run keys with their defaults; a config may omit the ones it does not care about. ``refill`` is
@@ -93,17 +94,6 @@ def normalize(config) -> ml_collections.ConfigDict:
   specjax.drafters.import_modules(config.imports)  # user modules that register their own drafters
   specjax.drafters.make_options(config.drafter.kind, drafter_options(config))  # unknown kind/option: error now
   return config
-
-
-def drafter_section(kind: str, **values) -> ml_collections.ConfigDict:
-  """A config's ``drafter`` section: ``kind`` and every option of the kind at its default, then
-  ``values`` (so each option can be overridden from the command line)."""
-  options = dataclasses.asdict(specjax.drafters.make_options(kind, {}))
-  options.pop("seed")
-  unknown = set(values) - set(options) - {"model"}
-  if unknown:
-    specjax.drafters.make_options(kind, {k: values[k] for k in unknown})  # raises, naming the key
-  return ml_collections.ConfigDict({"kind": kind, **options, **values})
 
 
 def apply_drafter_overrides(config, overrides: dict) -> None:

@@ -17,6 +17,8 @@ import dataclasses
 import importlib
 from typing import Any, Callable
 
+import ml_collections
+
 from specjax.drafters.spec import KindSpec, Options, check, check_drafter
 from specjax.models import heads as heads_lib
 from specjax.suggest import did_you_mean
@@ -24,7 +26,7 @@ from specjax.suggest import did_you_mean
 _REGISTRY: dict[str, KindSpec] = {}  # in registration order: the shipped kinds first
 
 __all__ = ["Options", "build", "kinds", "make_options", "options_class", "register", "register_kind", "spec",
-           "specs", "import_modules"]
+           "specs", "import_modules", "drafter_section"]
 
 
 def register_kind(kind_spec: KindSpec) -> KindSpec:
@@ -45,6 +47,17 @@ def import_modules(modules) -> None:
   """Imports a user's modules (``config.imports``, ``--imports``), which register their own kinds."""
   for module in modules:
     importlib.import_module(module)
+
+
+def drafter_section(kind: str, **values) -> ml_collections.ConfigDict:
+  """A config's ``drafter`` section: ``kind`` and every option of the kind at its default, then
+  ``values`` (so each option can be overridden from the command line)."""
+  options = dataclasses.asdict(make_options(kind, {}))
+  options.pop("seed")
+  unknown = set(values) - set(options) - {"model"}
+  if unknown:
+    make_options(kind, {k: values[k] for k in unknown})  # raises, naming the key
+  return ml_collections.ConfigDict({"kind": kind, **options, **values})
 
 
 def kinds() -> tuple[str, ...]:

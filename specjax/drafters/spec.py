@@ -111,7 +111,6 @@ class KindSpec:
     ``config.json`` names the module's ``family``; :func:`specjax.models.heads.load_head` reads it).
   - ``train``: the module of the kind's ``python -m specjax.train <kind>`` command (``main(argv) -> int``),
     as a dotted name: it is imported only when that command runs.
-  - ``data``: what training reads (``"features"``: the target's hidden states; ``"text"``: tokens only).
   """
   kind: str
   build: Callable[[Any, Any], Any]
@@ -123,7 +122,6 @@ class KindSpec:
   head: type | None = None
   head_config: type | None = None
   train: str = ""
-  data: str = ""
 
   @property
   def display(self) -> str:
