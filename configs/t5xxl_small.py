@@ -47,7 +47,7 @@ refill); prompts and translations print as text through the shipped SentencePiec
 """
 import ml_collections
 
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 from specjax.models.store import ASSETS
 
 # checkpoints that translate EnDe at the paper's sizes (the docstring says why these)
