@@ -241,7 +241,6 @@ def _file_sha256(path: pathlib.Path, st) -> str:
   marker = _marker(path)
   if marker.is_file() and marker.stat().st_mtime_ns >= st.st_mtime_ns:
     return marker.read_text().strip()
-  from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel  # loading imports us
   key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:24]
   memo = cache_dir() / "sha256" / key
   if memo.is_file():
