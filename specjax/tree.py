@@ -194,6 +194,31 @@ def sibling_choices(tree: Tree) -> np.ndarray:
   return r
 
 
+def tried_along_path(tree: Tree, tokens_BxN, new_BxD1, n_B, num_nodes_B=None):
+  """float32 ``[B]``: drafts the accept rule tried in a round (accepted or rejected): along the
+  accepted path, each chosen child and the siblings before it, then every child of the last node
+  (all rejected). Children are found by token (distinct siblings); only nodes below
+  ``num_nodes_B`` (a node budget: the tree's first nodes) count. A chain gives n + 1 (n if all
+  were accepted), the count the chain's acceptance estimate uses."""
+  b = tokens_BxN.shape[0]
+  table = jnp.asarray(tree.children_table)
+  limit = tree.num_nodes if num_nodes_B is None else num_nodes_B
+  cur_B, tried_B = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), jnp.float32)
+  for d in range(tree.max_depth + 1):
+    ch_BxW = table[cur_B]
+    live_BxW = (ch_BxW >= 0) & (ch_BxW < jnp.reshape(limit, (-1, 1)))
+    tok_BxW = jnp.take_along_axis(tokens_BxN, jnp.maximum(ch_BxW, 0), 1)
+    if d < tree.max_depth:
+      hit_BxW = live_BxW & (tok_BxW == new_BxD1[:, d:d + 1])
+    else:
+      hit_BxW = jnp.zeros_like(live_BxW)
+    on_path_B = d < n_B
+    j_B = jnp.argmax(hit_BxW, axis=1)
+    tried_B += jnp.where(on_path_B, j_B + 1, jnp.where(d == n_B, live_BxW.sum(1), 0)).astype(jnp.float32)
+    cur_B = jnp.where(on_path_B, jnp.take_along_axis(ch_BxW, j_B[:, None], 1)[:, 0], cur_B)
+  return tried_B
+
+
 # ----------------------------------------------------------------------------- KV compaction
 def compact(cache, src_slots_BxD, dst_start_B):
   """Copies each row's slots ``src[b]`` to ``dst_start[b] .. dst_start[b] + D - 1`` (all layers).

@@ -10,10 +10,13 @@ from specjax.drafters.table import TableDrafter
 from specjax.drafters.mtp import MTP
 from specjax.drafters.dflash import DFlash
 from specjax.drafters.eagle import DynamicTree, Eagle
+from specjax.drafters.recycling import Recycling
 from specjax.drafters import builtin as _builtin
+from specjax.drafters import recycling as _recycling
 
 _builtin.register_builtin()
+register("recycling", _recycling.build, _recycling.RecyclingOptions)
 
 __all__ = ["Draft", "Drafter", "Prefill", "Options", "build", "kinds", "make_options",
            "options_class", "register", "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP",
-           "DFlash", "Eagle", "DynamicTree"]
+           "DFlash", "Eagle", "DynamicTree", "Recycling"]

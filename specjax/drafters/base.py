@@ -123,6 +123,9 @@ class Drafter:
     array_axes: logical axes of the drafter's own array fields, by field name, for sharding;
       fields not named are replicated; ``Model`` fields are sharded by their own rules.
     check_compatible(target): raises a clear error before anything compiles.
+    tree_budgets: node budgets a static ``tree`` may be cut to per round (its first b drafted
+      nodes, a tree since parents come first; 0: a plain step), chosen by the loop's adaptive rule
+      from the rows' past (:mod:`specjax.adaptive`); () (default): every round verifies the whole tree.
     verify_topk: k > 0 asks for the target's top-k ids at the verified positions (``Verified``),
       handed to ``commit(..., verified=)`` and ``learn``; 0 (default) asks for nothing.
     memory: None, or the learned pytree (no batch axis) that outlives a call; ``with_memory``
@@ -177,6 +180,10 @@ class Drafter:
   idle = None  # or def idle(self, state, tokens_BxS, seq_len_B) -> state
 
   @property
+  def tree_budgets(self) -> tuple:
+    return ()
+
+  @property
   def verify_topk(self) -> int:
     return 0
 
@@ -199,8 +206,8 @@ class Drafter:
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
     raise NotImplementedError(f"{type(self).__name__} must define propose")
 
-  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
-    del tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE
+  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE, *, verified=None):
+    del tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE, verified
     return state
 
   def prefill_of(self, target, prompts_BxP, prefill: Prefill | None) -> Prefill:
