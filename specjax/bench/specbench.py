@@ -112,8 +112,10 @@ def make_calls(records, rows, batch_size: int, min_width: int) -> list[Call]:
 
 
 def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int, sampling, eos_id, seed: int,
-                 repeats: int, adaptive=None) -> dict:
-  """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation."""
+                 repeats: int, adaptive=None, learned: list | None = None) -> dict:
+  """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation.
+  Every speculative run starts from ``drafter`` as given (a drafter with memory: the same snapshot);
+  ``learned`` (a list) gets the drafter carrying what the call's runs taught it."""
   import specjax  # pylint: disable=import-outside-toplevel
   tree = drafter.tree  # token trees verify every node; a chain gamma + 1 tokens
   extra = tree.num_nodes if tree is not None else gamma + 1
@@ -123,6 +125,8 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
                                                  adaptive=adaptive, **common)
   base, spec, t_base, t_spec = specjax.measure.paired_times(base_fn, spec_fn, repeats)
   st = spec.stats
+  if learned is not None:
+    learned.append(spec.drafter)
   accepted = np.asarray(st["accepted_per_position"], np.float64)
   return {
       "group": call.group,
@@ -142,6 +146,8 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
       "tokens_per_iteration": float(st["tokens_per_iteration"]),
       "lossy": bool(st["lossy"]),
       "identical": bool(np.array_equal(spec.lengths, base.lengths) and np.array_equal(spec.tokens, base.tokens)),
+      "width_histogram": list(st["width_histogram"]),  # rounds per verify width or node budget
+      "verify_widths": st.get("verify_widths", st.get("verify_budgets")),
   }
 
 
@@ -169,6 +175,8 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
       "baseline_target_calls": sum(m["baseline_target_calls"] for m in measurements),
       "seconds": round(sum(m["seconds"] for m in measurements), 4),
       "baseline_seconds": round(sum(m["baseline_seconds"] for m in measurements), 4),
+      "verify_widths": measurements[0].get("verify_widths"),
+      "width_histogram": np.sum([m["width_histogram"] for m in measurements], axis=0).astype(int).tolist(),
   }
 
 
@@ -177,9 +185,11 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
               confidence: float = 0.4, sampled_confidence: float = 0.0, slope: float = -1.0,
               scale_confidence: bool = True, memory: float = -1.0,
-              stop_at_eos: bool = True) -> dict:
+              stop_at_eos: bool = True, carry_memory: bool = True) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
-  first turns; the JSON-ready result."""
+  first turns; the JSON-ready result. ``carry_memory``: a drafter with memory (``Drafter.memory``)
+  goes into each call with what the earlier calls taught it, as a server would; each call's timed
+  runs all start from that same snapshot, which holds no output of the call itself."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
@@ -198,8 +208,8 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
-      if mode == "on" and drafter.tree is not None:
-        continue  # token trees verify every node: no adaptive row
+      if mode == "on" and drafter.tree is not None and not drafter.tree_budgets:
+        continue  # token trees verify every node, unless cut to node budgets: no adaptive row
       name = spec if len(adaptive) == 1 else f"{spec} {'adaptive' if mode == 'on' else 'fixed'}"
       drafters[name] = (drafter, g)
       settings[name] = None
@@ -215,15 +225,19 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
     for spec, (drafter, gamma) in drafters.items():
+      learned = [] if carry_memory and drafter.memory is not None else None
       m = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
-                       eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec])
+                       eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec], learned=learned)
       per_drafter[spec].append({"drafter": spec, **m})
+      if learned:  # the next call starts from what this one taught (never from the call being timed)
+        drafters[spec] = (learned[-1], gamma)
   groups = list(dict.fromkeys(c.group for c in calls))
   results = {}
   for spec, ms in per_drafter.items():
     results[spec] = {
         "gamma": drafters[spec][1],
         "drafter_params": int(drafters[spec][0].num_params),
+        "memory_bytes": _memory_bytes(drafters[spec][0]),
         "adaptive": None if settings[spec] is None else dataclasses.asdict(settings[spec]),
         "categories": {g: aggregate([m for m in ms if m["group"] == g], sampling.greedy) for g in groups},
         "overall": aggregate(ms, sampling.greedy),
@@ -232,12 +246,18 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       "config": {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size,
                  "chat": chat, "repeats": repeats, "seed": seed, "eos_id": eos_id, "stop_at_eos": stop_at_eos,
                  "min_prompt_width": min_prompt_width, "num_questions": len(records), "num_calls": len(calls),
+                 "carry_memory": carry_memory,
                  "drafters": {spec: g for spec, (_, g) in drafters.items()},
                  "target_params": int(target.num_params)},
       "categories": groups,
       "drafters": results,
       "calls": [m for ms in per_drafter.values() for m in ms],
   }
+
+
+def _memory_bytes(drafter) -> int:
+  import jax  # pylint: disable=import-outside-toplevel
+  return int(sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(drafter.memory)))
 
 
 def format_table(result: dict) -> str:
@@ -256,7 +276,9 @@ def format_table(result: dict) -> str:
     same = r["overall"]["identical_to_autoregressive"]
     lines.append(f"{spec}: alpha {r['overall']['alpha']:.3f}, accepted/call per category "
                  + ", ".join(f"{g} {r['categories'][g]['tokens_per_iteration']:.2f}" for g in groups)
-                 + ("" if same is None else f"; identical to greedy autoregressive: {'yes' if same else 'NO'}"))
+                 + ("" if same is None else f"; identical to greedy autoregressive: {'yes' if same else 'NO'}")
+                 + (f"; rounds per width/budget {r['overall']['verify_widths']}: {r['overall']['width_histogram']}"
+                    if r["overall"].get("verify_widths") else ""))
   return "\n".join(lines)
 
 
@@ -296,6 +318,9 @@ def _flags():
                        flag_values=fv)
   flags.DEFINE_boolean("stop_at_eos", True, "rows stop at EOS (false: every row writes --max_new_tokens, so "
                        "sampled baseline and speculative runs, which draw different text, time the same length)",
+                       flag_values=fv)
+  flags.DEFINE_boolean("carry_memory", True, "a drafter with memory (recycling's successor table) enters each call "
+                       "with what the earlier calls taught it (false: every call starts from the drafter as built)",
                        flag_values=fv)
   flags.DEFINE_integer("repeats", 1, "timed runs of each side per question, after the warm-up", flag_values=fv)
   flags.DEFINE_integer("seed", 0, "sampling seed (temperature > 0)", flag_values=fv)
@@ -354,7 +379,8 @@ def main(argv) -> int:
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
                        adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence,
                        sampled_confidence=fv.sampled_confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos)
+                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos,
+                       carry_memory=fv.carry_memory)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2
