@@ -413,7 +413,7 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
 
   Greedy (``sampling.temperature == 0``) output equals :func:`generate`'s token for token;
   sampled output is distributed exactly as the target's. A lossy configuration (``lenience < 1``,
-  Medusa's typical acceptance, deterministic top-k siblings when sampling, ...) is refused unless
+  Medusa's typical acceptance, top-k siblings verified against a softmax q when sampling, ...) is refused unless
   ``allow_lossy=True``, and then reported in ``stats["lossy"]``. ``batch_size`` smaller than the
   number of prompts: continuous refill (:mod:`specjax.refill`), exact per prompt. ``adaptive``
   (:class:`specjax.adaptive.Adaptive`, chains only): each row submits 0..gamma drafts and the verify

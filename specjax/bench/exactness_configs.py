@@ -8,7 +8,7 @@ that differ only in weights share compiled loops.
 
 Every configuration states the registry kind it stands for, the public options it sets, and
 whether it must be lossy when sampling (``lossy_sampled``). That expectation is written here from
-the rules in docs/design (deterministic top-k siblings, typical acceptance, lenience < 1 and a
+the rules in docs/design (top-k siblings verified against a softmax q, typical acceptance, lenience < 1 and a
 selection by the drawn token's own probability are lossy; everything else is exact), so a drafter
 whose own ``lossy_reason`` disagrees is reported as mislabeled, not trusted.
 """
@@ -229,7 +229,7 @@ def _eagle(m, shape, siblings="without_replacement", score="rank", subset=False)
 
 
 SIBLINGS = ("iid", "without_replacement", "topk", "topk_lossy")
-LOSSY_SIBLINGS = ("topk", "topk_lossy")  # deterministic top-k drafts are exact only when greedy
+LOSSY_SIBLINGS = ("topk", "topk_lossy")  # top-k drafts tested against the softmax q: exact only when greedy
 
 
 def configs() -> tuple[Config, ...]:
