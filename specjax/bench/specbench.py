@@ -112,10 +112,10 @@ def make_calls(records, rows, batch_size: int, min_width: int) -> list[Call]:
 
 
 def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int, sampling, eos_id, seed: int,
-                 repeats: int, adaptive=None, learned: list | None = None) -> dict:
-  """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation.
-  Every speculative run starts from ``drafter`` as given (a drafter with memory: the same snapshot);
-  ``learned`` (a list) gets the drafter carrying what the call's runs taught it."""
+                 repeats: int, adaptive=None) -> tuple[dict, object]:
+  """Baseline and speculative decoding of one call, timed alternately: raw counts for aggregation, and
+  the drafter the call returned (carrying what it learned, ``Drafter.memory``). Every timed repeat
+  starts from the drafter given, so none drafts from this call's own output."""
   import specjax  # pylint: disable=import-outside-toplevel
   tree = drafter.tree  # token trees verify every node; a chain gamma + 1 tokens
   extra = tree.num_nodes if tree is not None else gamma + 1
@@ -125,8 +125,6 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
                                                  adaptive=adaptive, **common)
   base, spec, t_base, t_spec = specjax.measure.paired_times(base_fn, spec_fn, repeats)
   st = spec.stats
-  if learned is not None:
-    learned.append(spec.drafter)
   accepted = np.asarray(st["accepted_per_position"], np.float64)
   return {
       "group": call.group,
@@ -143,12 +141,12 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
       "verified": float(st["verified_positions"]),  # drafts the accept rule tested (alpha's weight)
       "submitted": float(np.sum(st["drafted_per_position"])),
       "alpha": float(st["alpha"]),
+      "width_histogram": list(st["width_histogram"]),  # rounds per verify width or node budget
+      "verify_widths": st.get("verify_widths", st.get("verify_budgets")),
       "tokens_per_iteration": float(st["tokens_per_iteration"]),
       "lossy": bool(st["lossy"]),
       "identical": bool(np.array_equal(spec.lengths, base.lengths) and np.array_equal(spec.tokens, base.tokens)),
-      "width_histogram": list(st["width_histogram"]),  # rounds per verify width or node budget
-      "verify_widths": st.get("verify_widths", st.get("verify_budgets")),
-  }
+  }, spec.drafter
 
 
 def aggregate(measurements: list[dict], greedy: bool) -> dict:
@@ -185,11 +183,9 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
               confidence: float = 0.4, sampled_confidence: float = 0.0, slope: float = -1.0,
               scale_confidence: bool = True, memory: float = -1.0,
-              stop_at_eos: bool = True, carry_memory: bool = True) -> dict:
+              stop_at_eos: bool = True) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
-  first turns; the JSON-ready result. ``carry_memory``: a drafter with memory (``Drafter.memory``)
-  goes into each call with what the earlier calls taught it, as a server would; each call's timed
-  runs all start from that same snapshot, which holds no output of the call itself."""
+  first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
@@ -225,12 +221,11 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
     for spec, (drafter, gamma) in drafters.items():
-      learned = [] if carry_memory and drafter.memory is not None else None
-      m = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
-                       eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec], learned=learned)
+      m, learned = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
+                                eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec])
       per_drafter[spec].append({"drafter": spec, **m})
-      if learned:  # the next call starts from what this one taught (never from the call being timed)
-        drafters[spec] = (learned[-1], gamma)
+      if drafter.memory is not None:  # later questions draft from this one's text, never their own
+        drafters[spec] = (learned, gamma)
   groups = list(dict.fromkeys(c.group for c in calls))
   results = {}
   for spec, ms in per_drafter.items():
@@ -246,7 +241,6 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       "config": {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size,
                  "chat": chat, "repeats": repeats, "seed": seed, "eos_id": eos_id, "stop_at_eos": stop_at_eos,
                  "min_prompt_width": min_prompt_width, "num_questions": len(records), "num_calls": len(calls),
-                 "carry_memory": carry_memory,
                  "drafters": {spec: g for spec, (_, g) in drafters.items()},
                  "target_params": int(target.num_params)},
       "categories": groups,
@@ -319,9 +313,6 @@ def _flags():
   flags.DEFINE_boolean("stop_at_eos", True, "rows stop at EOS (false: every row writes --max_new_tokens, so "
                        "sampled baseline and speculative runs, which draw different text, time the same length)",
                        flag_values=fv)
-  flags.DEFINE_boolean("carry_memory", True, "a drafter with memory (recycling's successor table) enters each call "
-                       "with what the earlier calls taught it (false: every call starts from the drafter as built)",
-                       flag_values=fv)
   flags.DEFINE_integer("repeats", 1, "timed runs of each side per question, after the warm-up", flag_values=fv)
   flags.DEFINE_integer("seed", 0, "sampling seed (temperature > 0)", flag_values=fv)
   flags.DEFINE_integer("min_prompt_width", 64, "prompts are padded to a power-of-two width >= this",
@@ -379,8 +370,7 @@ def main(argv) -> int:
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
                        adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence,
                        sampled_confidence=fv.sampled_confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos,
-                       carry_memory=fv.carry_memory)
+                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos)
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2
