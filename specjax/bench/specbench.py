@@ -61,7 +61,8 @@ def loop_costs(target, drafter, gamma: int, adaptive, call, *, max_new_tokens: i
   """``((w, v(w)), ...)`` measured on ``call``'s prompts: a round of the adaptive loop at each
   compiled width in rounds at width 0, with the settings :func:`measure_call` runs."""
   import specjax  # pylint: disable=import-outside-toplevel
-  kw = _generate_kw(call, gamma + 1, max_new_tokens, sampling, eos_id, seed)
+  extra = gamma + 1 if drafter.tree is None else drafter.tree.num_nodes  # the verify's tokens, as measure_call
+  kw = _generate_kw(call, extra, max_new_tokens, sampling, eos_id, seed)
   return specjax.measure.loop_costs(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma, adaptive=adaptive,
                                     repeats=repeats, **kw)
 
