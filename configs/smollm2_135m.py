@@ -28,7 +28,7 @@ python -m specjax.train data has run:
       --config.drafter.checkpoint=runs/smollm2_dflash/head --config.drafter.gamma=3
 """
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 # an editing request: the answer reuses the prompt's words, which prompt lookup drafts
 PROMPT = ("Rewrite this paragraph in the past tense: The city of Hamburg lies on the river Elbe. Its port is "
