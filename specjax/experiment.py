@@ -271,7 +271,7 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   with specjax.sharding.decode_context(mesh):  # c, v: the drafter's round and the verify pass vs one step
     c, v = measure.costs(target, drafter, prompts[:rows], lengths[:rows], gamma, num_nodes, sampling, max_len)
   adaptive = None
-  if config.adaptive and tree is None:
+  if config.adaptive and (tree is None or drafter.tree_budgets):  # chains, or static trees with node budgets
     adaptive = settings
     if config.verify_slope < 0:  # a round at every compiled width, measured in the loop on these prompts
       _say(verbose, "compiling speculative decoding; timing its rounds at each verify width")
@@ -412,15 +412,16 @@ def _cache_length(config, target, prompts, lengths, num_nodes: int, infos) -> in
 
 def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v, gamma, adaptive, common):
   st = spec.stats
-  mean_width = float(np.dot(st.get("verify_widths", [gamma]), st["width_histogram"])
-                     / max(sum(st["width_histogram"]), 1))
+  drafted = gamma if drafter.tree is None else drafter.tree.num_nodes - 1  # per full verify pass
+  widths = st.get("verify_widths", st.get("verify_budgets", [drafted]))  # a tree's budgets count nodes
+  mean_width = float(np.dot(widths, st["width_histogram"]) / max(sum(st["width_histogram"]), 1))
   return {
       "target": str(config.target.get("checkpoint") or "random init"),
       "eos_id": common["eos_id"],
       "drafter": config.drafter.kind,
       "drafter_options": drafter_options(config),
       "gamma": gamma,
-      "drafted_nodes": gamma if drafter.tree is None else drafter.tree.num_nodes - 1,  # per verify pass
+      "drafted_nodes": drafted,  # per full verify pass
       "batch_size": int(common.get("batch_size", prompts.shape[0])),
       "num_prompts": int(prompts.shape[0]),
       "refill": "batch_size" in common,
@@ -432,6 +433,7 @@ def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v,
       "width_histogram": st["width_histogram"],
       "idle_rounds": st["idle_rounds"],
       "verify_widths": st.get("verify_widths", [gamma]),
+      "verify_budgets": st.get("verify_budgets"),  # a static tree's node budgets (width_histogram counts them)
       "tokens_per_s": float(np.sum(spec.lengths) / t_spec),
       "baseline_tokens_per_s": float(np.sum(base.lengths) / t_base),
       "speedup": t_base / t_spec * float(np.sum(spec.lengths)) / max(float(np.sum(base.lengths)), 1.0),
@@ -450,7 +452,7 @@ def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v,
       # measured tokens per iteration (valid for trees too; adaptive rounds at their mean width, with v
       # interpolated linearly); both use the measured c and v
       "predicted_speedup": float(theory.walltime_improvement(st["alpha"], gamma, c, v)),
-      "expected_speedup": float(st["tokens_per_iteration"] / (gamma * c + 1.0 + (v - 1.0) * mean_width / gamma)),
+      "expected_speedup": float(st["tokens_per_iteration"] / (gamma * c + 1.0 + (v - 1.0) * mean_width / drafted)),
       "target_params": target.num_params,
       "drafter_params": drafter.num_params,
       "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)),

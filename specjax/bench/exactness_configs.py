@@ -8,7 +8,7 @@ that differ only in weights share compiled loops.
 
 The configurations are the registered kinds' declared cases (``KindSpec.cases``): each states the
 kind it stands for, the public options it sets, and whether it must be lossy when sampling
-(``lossy_sampled``). That expectation is written with the case from the rules in docs/design (deterministic top-k siblings, typical acceptance, lenience < 1 and a
+(``lossy_sampled``). That expectation is written with the case from the rules in docs/design (top-k siblings verified against a softmax q, typical acceptance, lenience < 1 and a
 selection by the drawn token's own probability are lossy; everything else is exact), so a drafter
 whose own ``lossy_reason`` disagrees is reported as mislabeled, not trusted.
 """

@@ -83,7 +83,7 @@ class Case:
   build: Callable = dataclasses.field(compare=False)
   lossy_sampled: bool = False
   lenience: float = 1.0
-  adaptive: bool = False  # the loop's adaptive draft length (chains only)
+  adaptive: bool = False  # the loop's adaptive draft length (chains), or node budget (Drafter.tree_budgets)
 
 
 @dataclasses.dataclass(frozen=True)

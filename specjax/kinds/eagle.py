@@ -11,7 +11,7 @@ from specjax.models import eagle_head
 from specjax.models import heads as heads_lib
 from specjax.models import store
 
-LOSSY_SIBLINGS = ("topk", "topk_lossy")  # deterministic top-k drafts are exact only when greedy
+LOSSY_SIBLINGS = ("topk", "topk_lossy")  # top-k drafts tested against the softmax q: exact only when greedy
 
 
 @dataclasses.dataclass(frozen=True)

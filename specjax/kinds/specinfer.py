@@ -9,7 +9,7 @@ from specjax import tree as tree_lib
 from specjax.drafters import weights
 from specjax.drafters.specinfer import SpecInfer
 
-LOSSY_SIBLINGS = ("topk", "topk_lossy")  # deterministic top-k drafts are exact only when greedy
+LOSSY_SIBLINGS = ("topk", "topk_lossy")  # top-k drafts tested against the softmax q: exact only when greedy
 
 
 @dataclasses.dataclass(frozen=True)
