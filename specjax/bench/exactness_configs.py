@@ -291,4 +291,55 @@ def configs() -> tuple[Config, ...]:
       Config("eagle/chain/adaptive", "eagle", ("tree=chain", "adaptive"), functools.partial(_eagle, shape="chain"),
              adaptive=True),
   ]
+  c += _suffix_configs()
   return tuple(c)
+
+
+def _pool(m, capacity=256):
+  """The matrix corpus (sampled: random tokens; greedy: the target's greedy text) as a suffix pool."""
+  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
+  corpus = np.asarray(m.corpus)
+  return suffix.pool_from_corpus(capacity, corpus if corpus.ndim == 2 else [corpus])
+
+
+def _suffix(m, scope="run", **settings):
+  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
+  settings = dict(dict(max_n=4, factor=2.0, min_prob=0.0), **settings)  # factor 2: a 1-token match drafts 2
+  return suffix.Suffix(_pool(m) if scope == "run" else None, scope=scope, **settings)
+
+
+def _from_file(m, kind="suffix", **options):
+  """Through the registry: the pool saved with the target's fingerprint, then loaded by ``pool_file``."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
+  with tempfile.TemporaryDirectory() as tmp:
+    path = suffix.save_pool(f"{tmp}/pool.npz", _pool(m), suffix.fingerprint(m.target))
+    return _d().build(kind, dict(options, pool_file=str(path), max_n=3, factor=2.0, min_prob=0.0), m.target)
+
+
+def _hybrid(m, fallback, scope="run"):
+  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
+  fb = _d().DraftModel(m.small) if fallback == "draft_model" else _d().NGram(2)
+  return suffix.Hybrid(_suffix(m, scope), fb, min_suffix_match=2)
+
+
+def _suffix_configs():
+  settings = ("max_n", "factor", "min_prob")
+  return [
+      Config("suffix/scope=row", "suffix", ("scope=row", "min_match") + settings,
+             lambda m: _suffix(m, "row", max_n=3, min_match=1)),
+      Config("suffix/scope=batch/adaptive", "suffix", ("scope=batch", "adaptive") + settings,
+             lambda m: _suffix(m, "batch", max_n=3), adaptive=True),
+      Config("suffix/scope=run,corpus", "suffix", ("scope=run", "capacity", "corpus", "top") + settings,
+             lambda m: _suffix(m, top=8)),
+      Config("suffix/pool_file", "suffix", ("scope=run", "pool_file", "top") + settings,
+             lambda m: _from_file(m, top=4)),
+      Config("hybrid/fallback=draft_model", "hybrid",
+             ("fallback=draft_model", "min_suffix_match", "scope=run", "capacity", "corpus") + settings,
+             lambda m: _hybrid(m, "draft_model")),
+      Config("hybrid/fallback=draft_model/adaptive", "hybrid", ("fallback=draft_model", "adaptive", "min_suffix_match"),
+             lambda m: _hybrid(m, "draft_model"), adaptive=True),
+      Config("hybrid/fallback=ngram,pool_file", "hybrid",
+             ("fallback=ngram", "scope=run", "min_match", "top", "pool_file", "min_suffix_match") + settings,
+             lambda m: _from_file(m, "hybrid", fallback="ngram", min_match=1, top=4, min_suffix_match=2)),
+  ]
