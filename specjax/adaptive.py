@@ -165,6 +165,18 @@ def expected_tokens(alpha_B, k_B):
   return (1.0 - alpha_B ** (k_B + 1)) / (1.0 - alpha_B)
 
 
+def tree_expected_tokens(alpha_B, depth_N, rank_sum_N):
+  """float32 ``[B]``: expected tokens of a round verifying a static tree (nodes ``1..N-1``; node 0
+  the root), each sibling tried in turn and accepted with probability ``alpha`` independently:
+  ``1 + sum_i alpha^depth_i (1 - alpha)^rank_sum_i`` with ``rank_sum_i`` the sibling ranks (0: first
+  child) along node i's path. A chain (every rank 0) gives :func:`expected_tokens`;
+  :func:`specjax.theory.expected_tokens_tree` is the same formula from a tree's parents."""
+  alpha_Bx1 = jnp.clip(jnp.asarray(alpha_B, jnp.float32), 0.0, 0.999)[:, None]
+  depth_1xN = jnp.asarray(depth_N, jnp.float32)[None, 1:]
+  rank_1xN = jnp.asarray(rank_sum_N, jnp.float32)[None, 1:]
+  return 1.0 + jnp.sum(alpha_Bx1 ** depth_1xN * (1.0 - alpha_Bx1) ** rank_1xN, axis=1)
+
+
 def costs_for(adaptive: Adaptive, widths):
   """float32 ``[W]``: v at each width (a traced argument of the loop, so that measured costs,
   which differ from run to run, do not change the compiled program)."""
@@ -176,7 +188,8 @@ def compile_key(adaptive: Adaptive) -> Adaptive:
   return dataclasses.replace(adaptive, verify_costs=(), verify_slope=Adaptive.verify_slope)
 
 
-def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs_W=None, remaining_B=None):
+def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs_W=None, remaining_B=None,
+                 tokens_WxB=None):
   """Index into ``widths`` of the verify width with the most expected tokens per cost
   (``costs_W``: v at each width; default from ``adaptive``).
 
@@ -185,11 +198,13 @@ def choose_width(adaptive: Adaptive, widths, alpha_B, offered_B, active_B, costs
   ``v(w) * max_b remaining_b / E_b(w)`` (the walltime formula for the row that finishes last),
   rather than the most tokens summed over rows, which counts drafts of rows that would wait for the
   others anyway; among widths that finish equally soon, the one with the most tokens per cost.
-  Without it (refill: a finished row takes the next prompt) every token counts."""
+  Without it (refill: a finished row takes the next prompt) every token counts. ``tokens_WxB``:
+  each row's expected tokens at each width when not the chain's (a tree budget's,
+  :func:`tree_expected_tokens`); ``offered_B`` is then unused."""
   costs_W = costs_for(adaptive, widths) if costs_W is None else costs_W
   per_cost, finish = [], []
   for i, w in enumerate(widths):
-    tokens_B = expected_tokens(alpha_B, jnp.minimum(offered_B, w))
+    tokens_B = expected_tokens(alpha_B, jnp.minimum(offered_B, w)) if tokens_WxB is None else tokens_WxB[i]
     per_cost.append(jnp.sum(jnp.where(active_B, tokens_B, 0.0)) / costs_W[i])
     if remaining_B is not None:  # cost until the last row is done
       finish.append(costs_W[i] * jnp.max(jnp.where(active_B, remaining_B.astype(jnp.float32) / tokens_B, 0.0)))
@@ -213,16 +228,20 @@ def start(adaptive: Adaptive | None, batch: int) -> Estimate:
 
 
 def update(adaptive: Adaptive, estimate: Estimate, submitted_B, accepted_B, active_B, round_cost=None,
-           unused_B=None) -> Estimate:
+           unused_B=None, trials_B=None) -> Estimate:
   """The estimate after a round: rows that submitted drafts move toward the round's accept rate,
   rows that submitted nothing relax toward the prior; a round whose drafts did not pay slows the
   relaxing. ``round_cost``: v of the round's width; a row's drafts paid when its tokens (accepted
   + 1) reach it (without it: when any draft was accepted). ``unused_B``: rows whose drafter ran
   this round (it could have sat it out, ``Drafter.idle``) but submitted nothing (unsure from its
-  first position): a probe that did not pay, so the row keeps its estimate and backs off."""
+  first position): a probe that did not pay, so the row keeps its estimate and backs off.
+  ``trials_B`` (trees): drafts the accept rule tried (accepted or rejected) this round, where a
+  chain's are its accepted drafts plus the one rejected, if any."""
   alpha_B, relax_B = estimate
-  rejected_B = (accepted_B < submitted_B).astype(jnp.float32)
-  trials_B = accepted_B.astype(jnp.float32) + rejected_B
+  if trials_B is None:
+    rejected_B = (accepted_B < submitted_B).astype(jnp.float32)
+    trials_B = accepted_B.astype(jnp.float32) + rejected_B
+  trials_B = jnp.asarray(trials_B, jnp.float32)
   rate_B = accepted_B / jnp.maximum(trials_B, 1.0)
   weight_B = 1.0 - (1.0 - adaptive.memory) ** trials_B
   observed_B = alpha_B + weight_B * (rate_B - alpha_B)

@@ -19,9 +19,9 @@ import numpy as np
 
 from specjax import adaptive as adaptive_lib
 from specjax import refill as refill_lib
-from specjax import sharding, validate
+from specjax import sharding, theory, validate
 from specjax import tree as tree_lib
-from specjax.drafters.base import Prefill, features
+from specjax.drafters.base import Prefill, Verified, features
 from specjax.models import api, kv_cache
 from specjax.sampling import Sampling
 
@@ -31,6 +31,9 @@ class GenerateOutput:
   tokens: np.ndarray   # int32 [batch, max_new_tokens]; pad_id past each row's end
   lengths: np.ndarray  # int32 [batch]: generated tokens per row, EOS included
   stats: dict[str, Any]
+  # speculative_generate: the drafter it ran, carrying what it learned (Drafter.memory); pass it to
+  # the next call to go on from there
+  drafter: Any = None
 
 
 @flax.struct.dataclass
@@ -189,9 +192,19 @@ def _start_speculative(target, drafter, max_len):
   return start
 
 
+def _verify(target, cache, last_B, draft, sampling, rng, lenience, feature_layers, num_B=None, topk: int = 0):
+  """:func:`tree.verify_and_accept` with the top-k ids as a sixth output, None unless ``topk > 0``."""
+  out = tree_lib.verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers, num_B,
+                                   topk=topk)
+  return out if topk else (*out, None)
+
+
 def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, rng, lenience, feature_layers,
-                     pending: bool = False):
+                     pending: bool = False, topk: int = 0, depth: int | None = None):
   """The verify pass over the first ``width`` drafts, outputs padded to the full chain's shapes.
+
+  A static tree (``draft.tree``, a node budget): its first ``width`` drafted nodes, a tree of their
+  own since parents come first; outputs padded to the full tree's ``depth``.
 
   ``pending`` (a width switch, decoder-only targets): the pass only reads ``cache`` and returns the
   new keys/values (``kv_cache.PendingKV``, padded to ``gamma + 1`` tokens) for one write after the
@@ -199,17 +212,19 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
   the pass writes the cache layer by layer as usual (a write after the whole pass, with nothing
   ordering it after the pass's reads, made XLA copy the cache instead).
   """
-  g = draft.tokens_BxG.shape[1]
+  g = draft.tokens_BxG.shape[1] if depth is None else depth
   cut = draft.replace(tokens_BxG=draft.tokens_BxG[:, :width],
-                      q_BxGxV=None if draft.q_BxGxV is None else draft.q_BxGxV[:, :width])
+                      q_BxGxV=None if draft.q_BxGxV is None else draft.q_BxGxV[:, :width],
+                      tree=None if draft.tree is None else tree_lib.Tree(draft.tree.parents[:width + 1]))
   if pending:
     cache = kv_cache.PendingKV.start(cache, width + 1)
-  cache, hidden, new, n_B, overlap = tree_lib.verify_and_accept(target, cache, last_B, cut, sampling, rng,
-                                                                lenience, feature_layers, num_B)
+  cache, hidden, new, n_B, overlap, top = _verify(target, cache, last_B, cut, sampling, rng, lenience,
+                                                  feature_layers, num_B, topk)
   pad = lambda x, to, axis=1: jnp.pad(x, [(0, 0)] * axis + [(0, to - x.shape[axis])] + [(0, 0)] * (x.ndim - axis - 1))
   if isinstance(cache, kv_cache.PendingKV):
     cache = (pad(cache.k_new_LxBxTxKxD, g + 1, 2), pad(cache.v_new_LxBxTxKxD, g + 1, 2))
-  return cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g)
+  return (cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g),
+          None if top is None else pad(top, g + 1))
 
 
 @functools.partial(jax.jit, static_argnames=("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id",
@@ -225,25 +240,33 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                                                               max_new_tokens, pad_id, start)
   output_fn = lambda rows, start_B: _output(rows, start_B, max_new_tokens, pad_id)
   is_chain = drafter.tree is None
-  widths = adaptive.widths_for(gamma) if (adaptive is not None and is_chain) else (gamma,)
-  feature_layers = drafter.feature_layers
+  widths = verify_widths(drafter, adaptive, gamma)
+  budgeted = not is_chain and len(widths) > 1  # a static tree cut to a node budget per round
+  feature_layers, topk = drafter.feature_layers, drafter.verify_topk
+  memory = drafter.memory  # learned across rows and calls: carried beside, never inside, the per-row state
   estimate = adaptive_lib.start(adaptive, rows.seq_len_B.shape[0])
   if adaptive is not None and verify_costs_W is None:
     verify_costs_W = adaptive_lib.costs_for(adaptive, widths)
 
   def plan(carry):
     """The round's draft and its verify width: everything decided before the target runs."""
-    rows, cache, drafter_state, estimate, rng, stats, queue = carry
+    rows, cache, drafter_state, memory, estimate, rng, stats, queue = carry
+    current = drafter.with_memory(memory)
     rng, draft_rng, accept_rng = jax.random.split(rng, 3)
     cut_B = None if adaptive is None or not is_chain else adaptive_lib.thresholds(adaptive, estimate.alpha_B)
-    drafting = drafter if cut_B is None or adaptive.confidence <= 0 else drafter.stopping_below(cut_B)
+    drafting = current if cut_B is None or adaptive.confidence <= 0 else current.stopping_below(cut_B)
     propose = lambda d: d.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
-    if not is_chain:  # token trees verify every node
-      drafter_state, draft = propose(drafting)
-      return (rows, cache, drafter_state, estimate, rng, stats, queue), Plan(draft, None, jnp.zeros((), jnp.int32),
-                                                                            accept_rng)
     # a fixed batch ends with its slowest row; with refill every row's tokens count
     remaining_B = None if queue is not None else max_new_tokens - rows.new_B
+    if not is_chain:  # token trees verify every node, or the first nodes within the budget chosen
+      drafter_state, draft = propose(drafting)
+      pick = jnp.zeros((), jnp.int32)
+      if budgeted:  # from the rows' past alone (their estimates), like a chain's width
+        tokens_WxB = jnp.stack([adaptive_lib.tree_expected_tokens(estimate.alpha_B, *theory.tree_path_sums(
+            drafter.tree.parents[:w + 1])) for w in widths])
+        pick = adaptive_lib.choose_width(adaptive, widths, estimate.alpha_B, None, ~rows.done_B, verify_costs_W,
+                                         remaining_B, tokens_WxB)
+      return (rows, cache, drafter_state, memory, estimate, rng, stats, queue), Plan(draft, None, pick, accept_rng)
     choose = lambda offered_B: adaptive_lib.choose_width(adaptive, widths, estimate.alpha_B, offered_B, ~rows.done_B,
                                                          verify_costs_W, remaining_B)
     idle = None
@@ -257,7 +280,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     if idle is not None:
       empty = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(lambda: propose(drafting))[1])
       drafter_state, draft = jax.lax.cond(
-          idle, lambda: (drafter.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty),
+          idle, lambda: (current.idle(drafter_state, rows.tokens_BxS, rows.seq_len_B), empty),
           lambda: propose(drafting))
     else:
       drafter_state, draft = propose(drafting)
@@ -271,13 +294,14 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     if idle is not None:
       offered_B, pick = jnp.where(idle, 0, offered_B), jnp.where(idle, 0, pick)
     num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
-    return (rows, cache, drafter_state, estimate, rng, stats, queue), Plan(draft, num_B, pick, accept_rng, idle)
+    return (rows, cache, drafter_state, memory, estimate, rng, stats, queue), Plan(draft, num_B, pick, accept_rng,
+                                                                                   idle)
 
   def verify_plain(cache, last_B, p):  # trees, one compiled width, or width 0: the cache written in place
-    if not is_chain:
-      return tree_lib.verify_and_accept(target, cache, last_B, p.draft, sampling, p.rng, lenience, feature_layers)
+    if not is_chain and not budgeted:
+      return _verify(target, cache, last_B, p.draft, sampling, p.rng, lenience, feature_layers, topk=topk)
     return _verify_at_width(target, cache, last_B, p.draft, widths[0], p.num_B, sampling, p.rng, lenience,
-                            feature_layers)  # widths[0]: 0 when adaptive, else gamma
+                            feature_layers, topk=topk, depth=gamma)  # widths[0]: 0 when adaptive, else gamma
 
   def verify_wide(cache, last_B, p):  # one target pass at the smallest compiled width that holds the drafts
     wide = widths[1:]
@@ -285,15 +309,20 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     written, *out = jax.lax.switch(
         jnp.maximum(p.pick - 1, 0),
         [lambda c, w=w: _verify_at_width(target, c, last_B, p.draft, w, p.num_B, sampling, p.rng, lenience,
-                                         feature_layers, pending) for w in wide], cache)
+                                         feature_layers, pending, topk, gamma) for w in wide], cache)
     return (kv_cache.write_pending(cache, *written) if pending else written, *out)
 
   def run(carry, p, verify):
     """One round: the planned verify pass, the accept rule's tokens appended, stats, refill."""
-    rows, cache, drafter_state, estimate, rng, stats, queue = carry
+    rows, cache, drafter_state, memory, estimate, rng, stats, queue = carry
+    current = drafter.with_memory(memory)
     active = ~rows.done_B
-    cache, hidden, new_BxG1, n_B, overlap_BxG = verify(cache, _last_tokens(rows)[:, 0], p)
+    last_B = _last_tokens(rows)[:, 0]
+    cache, hidden, new_BxG1, n_B, overlap_BxG, topk_BxG1xK = verify(cache, last_B, p)
     num_B = jnp.full(n_B.shape, gamma, jnp.int32) if p.num_B is None else p.num_B
+    if budgeted:  # the depth of the round's tree: positions offered, for the statistics
+      num_B = jnp.broadcast_to(jnp.asarray([tree_lib.Tree(drafter.tree.parents[:w + 1]).max_depth for w in widths],
+                                           jnp.int32)[p.pick], n_B.shape)
     active_B = active.astype(jnp.float32)
     pos_G = jnp.arange(gamma)
     verified_BxG = (pos_G[None] <= n_B[:, None]) * (pos_G[None] < num_B[:, None]) * active_B[:, None]
@@ -306,14 +335,27 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                   stats.idle_rounds + (0 if p.idle is None else p.idle.astype(jnp.int32)))
     if adaptive is not None:
       unused_B = None if p.idle is None else ~p.idle & (num_B == 0)  # drafted for nothing
-      estimate = adaptive_lib.update(adaptive, estimate, num_B, n_B, active, verify_costs_W[p.pick], unused_B)
-    drafter_state = drafter.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
-    rows, _ = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
+      trials_B = None
+      if budgeted:  # every sibling tried counts, each accepted with the row's rate (adaptive.tree_expected_tokens)
+        nodes_B = jnp.full(n_B.shape, jnp.asarray(widths, jnp.int32)[p.pick] + 1)
+        tokens_BxN = jnp.concatenate([last_B[:, None], p.draft.tokens_BxG], axis=1)
+        trials_B = tree_lib.tried_along_path(drafter.tree, tokens_BxN, new_BxG1, n_B, nodes_B)
+      estimate = adaptive_lib.update(adaptive, estimate, num_B, n_B, active, verify_costs_W[p.pick], unused_B,
+                                     trials_B)
+    fed_BxG1 = jnp.concatenate([last_B[:, None], new_BxG1[:, :-1]], axis=1)
+    if topk:  # declared by the drafter: only then does commit take verified=
+      drafter_state = current.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden,
+                                     verified=Verified(fed_BxG1, new_BxG1, jnp.where(active, n_B + 1, 0), topk_BxG1xK))
+    else:
+      drafter_state = current.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
+    rows, count_B = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
+    if memory is not None:  # what the rows' appended tokens taught the drafter (cut at EOS / the budget)
+      memory = drafter.learn(memory, Verified(fed_BxG1, new_BxG1, count_B, topk_BxG1xK))
     cache = cache.with_length(rows.seq_len_B - 1)
     if queue is not None:  # continuous refill: finished rows take the next queued prompts
       queue, rows, ((cache, drafter_state),) = refill_lib.refill(queue, rows, ((cache, drafter_state),), (start,),
                                                                  output_fn)
-    return rows, cache, drafter_state, estimate, rng, stats, queue
+    return rows, cache, drafter_state, memory, estimate, rng, stats, queue
 
   def round_if(picked, verify):
     """The round at this width, as a while loop run at most once: a guard without lax.cond, whose
@@ -322,7 +364,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     return lambda carry, p: jax.lax.while_loop(lambda c: ~c[2] & picked(c[1].pick), step,
                                                (carry, p, jnp.zeros((), bool)))[0]
 
-  if not (is_chain and len(widths) > 1):
+  if len(widths) == 1:
     body = lambda c: run(*plan(c), verify_plain)
   else:
     # Width-0 rounds are plain decode steps writing the cache in place; inside lax.switch beside the
@@ -333,12 +375,26 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     def body(c):
       c, p = plan(c)
       return wide(plain(c, p), p)
-  carry = (rows, cache, drafter_state, estimate, rng, Stats.zeros(gamma, len(widths)), queue)
-  rows, _, _, _, _, stats, queue = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
+  carry = (rows, cache, drafter_state, memory, estimate, rng, Stats.zeros(gamma, len(widths)), queue)
+  rows, _, _, memory, _, _, stats, queue = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
   if queue is not None:
-    return queue.out_QxN, queue.out_len_Q, stats
+    return queue.out_QxN, queue.out_len_Q, stats, memory
   tokens, lengths = output_fn(rows, start_B)
-  return tokens, lengths, stats
+  return tokens, lengths, stats, memory
+
+
+def verify_widths(drafter, adaptive, gamma: int) -> tuple[int, ...]:
+  """The verify widths the loop compiles: with ``adaptive``, a chain's draft counts
+  (``Adaptive.widths_for``) or a static tree's node budgets (``Drafter.tree_budgets`` plus 0 and
+  every node); else ``(gamma,)``, every draft (or node) each round."""
+  if adaptive is None:
+    return (gamma,)
+  if drafter.tree is None:
+    return adaptive.widths_for(gamma)
+  if drafter.tree_budgets:
+    nodes = drafter.tree.num_nodes - 1
+    return tuple(sorted({0, nodes} | {int(b) for b in drafter.tree_budgets}))
+  return (gamma,)
 
 
 def lossy_reason(drafter, sampling: Sampling, lenience: float = 1.0) -> str | None:
@@ -383,12 +439,13 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   rng = jax.random.PRNGKey(0) if rng is None else rng
   target, drafter, prompts, prompt_lengths, rng = sharding.prepare(mesh, target, drafter, prompts, prompt_lengths,
                                                                    rng)  # mesh: shard weights, split batch
-  chain_adaptive = adaptive if tree is None else None
-  if chain_adaptive is not None and chain_adaptive.confidence > 0:  # nothing past it is submitted
+  widths = verify_widths(drafter, adaptive, gamma)
+  chain_adaptive = adaptive if tree is None or len(widths) > 1 else None  # trees: with node budgets only
+  if tree is None and chain_adaptive is not None and chain_adaptive.confidence > 0:  # nothing past it is submitted
     drafter = drafter.stopping_below(chain_adaptive.confidence)
-  costs_W = None if chain_adaptive is None else adaptive_lib.costs_for(adaptive, adaptive.widths_for(gamma))
+  costs_W = None if chain_adaptive is None else adaptive_lib.costs_for(adaptive, widths)
   with sharding.decode_context(mesh):
-    tokens, lengths, stats = _speculative(
+    tokens, lengths, stats, memory = _speculative(
         target, drafter, prompts, prompt_lengths, rng, costs_W, gamma=gamma, max_new_tokens=max_new_tokens,
         sampling=sampling, eos_id=eos_id, pad_id=pad_id, max_len=max_len, lenience=float(lenience),
         batch_size=batch_size, adaptive=None if chain_adaptive is None else adaptive_lib.compile_key(adaptive),
@@ -397,9 +454,11 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   stats = summarize(stats, lengths, gamma, rows=batch_size)
   stats["lossy"] = reason is not None
   stats["lossy_reason"] = reason
-  if adaptive is not None and tree is None:
-    stats["verify_widths"] = list(adaptive.widths_for(gamma))
-  return GenerateOutput(tokens, lengths, stats)
+  if chain_adaptive is not None:
+    stats["verify_widths" if tree is None else "verify_budgets"] = list(widths)
+  if memory is not None:  # what the call's finished text teaches (a suffix pool: each prompt and its output)
+    memory = drafter.learn_outputs(memory, prompts, prompt_lengths, tokens, lengths)
+  return GenerateOutput(tokens, lengths, stats, drafter.with_memory(memory))
 
 
 def summarize(stats: Stats, lengths, gamma: int, rows: int | None = None) -> dict[str, Any]:

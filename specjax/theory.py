@@ -17,6 +17,31 @@ def expected_tokens(alpha, gamma):
   return np.where(np.isclose(alpha, 1.0), gamma + 1.0, out)
 
 
+def expected_tokens_tree(alpha, parents):
+  """Tokens per iteration verifying a static token tree (``parents``: -1 for the root, then each
+  drafted node's parent, parents before children, siblings in the order they are tried), each
+  sibling accepted with probability ``alpha`` independently of the others:
+  ``1 + sum over drafted nodes of alpha^depth (1 - alpha)^(sum of sibling ranks on its path)``.
+  Reaching a node needs every sibling tried before it on its path rejected and it accepted; a chain
+  (every rank 0) gives :func:`expected_tokens`. Deterministic drafts verified against the running
+  residual (a greedy argmax, or ``accept.residual_one_hot`` when sampling) fit the model loosely:
+  a later sibling is less likely than the first, so it overstates what wide trees bring."""
+  alpha = np.asarray(alpha, np.float64)[..., None]
+  depth, rank_sum = tree_path_sums(parents)
+  return 1.0 + np.sum(alpha ** depth[1:] * (1.0 - alpha) ** rank_sum[1:], axis=-1)
+
+
+def tree_path_sums(parents):
+  """``(depth_N, rank_sum_N)``: each node's depth and the sum of its path's sibling ranks."""
+  parents = [int(p) for p in parents]
+  depth, rank_sum, seen = np.zeros(len(parents)), np.zeros(len(parents)), {}
+  for i, p in enumerate(parents[1:], 1):
+    rank = seen.get(p, 0)
+    seen[p] = rank + 1
+    depth[i], rank_sum[i] = depth[p] + 1, rank_sum[p] + rank
+  return depth, rank_sum
+
+
 def walltime_improvement(alpha, gamma, c, v=1.0):
   """Expected speedup over autoregressive decoding: tokens per iteration / cost per iteration.
 

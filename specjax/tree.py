@@ -26,7 +26,7 @@ import numpy as np
 
 from specjax import accept
 from specjax import sampling as sampling_lib
-from specjax.models import api
+from specjax.models import api, kv_cache
 from specjax.tree_rows import at_nodes
 
 SIBLINGS = ("iid", "without_replacement", "topk", "topk_lossy")
@@ -194,6 +194,31 @@ def sibling_choices(tree: Tree) -> np.ndarray:
   return r
 
 
+def tried_along_path(tree: Tree, tokens_BxN, new_BxD1, n_B, num_nodes_B=None):
+  """float32 ``[B]``: drafts the accept rule tried in a round (accepted or rejected): along the
+  accepted path, each chosen child and the siblings before it, then every child of the last node
+  (all rejected). Children are found by token (distinct siblings); only nodes below
+  ``num_nodes_B`` (a node budget: the tree's first nodes) count. A chain gives n + 1 (n if all
+  were accepted), the count the chain's acceptance estimate uses."""
+  b = tokens_BxN.shape[0]
+  table = jnp.asarray(tree.children_table)
+  limit = tree.num_nodes if num_nodes_B is None else num_nodes_B
+  cur_B, tried_B = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), jnp.float32)
+  for d in range(tree.max_depth + 1):
+    ch_BxW = table[cur_B]
+    live_BxW = (ch_BxW >= 0) & (ch_BxW < jnp.reshape(limit, (-1, 1)))
+    tok_BxW = jnp.take_along_axis(tokens_BxN, jnp.maximum(ch_BxW, 0), 1)
+    if d < tree.max_depth:
+      hit_BxW = live_BxW & (tok_BxW == new_BxD1[:, d:d + 1])
+    else:
+      hit_BxW = jnp.zeros_like(live_BxW)
+    on_path_B = d < n_B
+    j_B = jnp.argmax(hit_BxW, axis=1)
+    tried_B += jnp.where(on_path_B, j_B + 1, jnp.where(d == n_B, live_BxW.sum(1), 0)).astype(jnp.float32)
+    cur_B = jnp.where(on_path_B, jnp.take_along_axis(ch_BxW, j_B[:, None], 1)[:, 0], cur_B)
+  return tried_B
+
+
 # ----------------------------------------------------------------------------- KV compaction
 def compact(cache, src_slots_BxD, dst_start_B):
   """Copies each row's slots ``src[b]`` to ``dst_start[b] .. dst_start[b] + D - 1`` (all layers).
@@ -234,7 +259,8 @@ def check_rule(siblings: str, sampling, rule) -> None:
     raise ValueError(f"unknown accept rule {rule!r}; expected None (lossless) or ('typical', epsilon, delta)")
 
 
-def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers=(), num_B=None):
+def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers=(), num_B=None,
+                      topk: int = 0):
   """One target pass over [root, nodes] with the tree mask; accept; compact the accepted path.
 
   ``draft.tree`` None means a chain of ``draft.tokens_BxG.shape[1]`` drafts: the same code with the
@@ -244,7 +270,10 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   and ``hidden[b, n]`` the hidden state of the last accepted node. ``feature_layers`` (a drafter
   attribute, e.g. DFlash's): the hidden is then those target layers' outputs concatenated on the
   last axis instead of the final hidden state. ``num_B`` (chains): drafts each row submits; the
-  positions past it are verified by the pass but never accepted.
+  positions past it are verified by the pass but never accepted. ``topk > 0`` (a drafter's
+  ``verify_topk``): a sixth output, int32 ``[B, D+1, topk]``, the target's most likely ids at each
+  node of the accepted path (by its logits). ``cache`` may be a :class:`kv_cache.PendingKV` (a
+  budget switch): the path's keys and values are then moved to the front of its buffers instead.
   """
   tree = draft.row_tree if draft.row_tree is not None else (  # per-row (dynamic) trees: specjax.tree_rows
       draft.tree if draft.tree is not None else chain(draft.tokens_BxG.shape[1]))
@@ -280,7 +309,11 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   new_BxD1 = jnp.concatenate([path_tokens_BxD, jnp.zeros((b, 1), jnp.int32)], axis=1)
   new_BxD1 = jnp.where(jnp.arange(d + 1)[None] == n_B[:, None], next_B[:, None], new_BxD1)
   if not tree.is_chain:  # a chain's accepted path already sits in slots length + 1 .. length + n
-    cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
+    if isinstance(cache, kv_cache.PendingKV):  # written later at length ..: the path goes first
+      take = lambda new_LxBxTxKxD: jnp.take_along_axis(new_LxBxTxKxD, path_BxD1[None, :, :, None, None], 2)
+      cache = cache.replace(k_new_LxBxTxKxD=take(cache.k_new_LxBxTxKxD), v_new_LxBxTxKxD=take(cache.v_new_LxBxTxKxD))
+    else:
+      cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
   hidden_BxD1xE = jnp.take_along_axis(hidden_BxNxE, path_BxD1[..., None], 1)
   # alpha per depth: overlap sum_x min(p, q) of p at each path node with its first child's proposal
   first_xN = tree.children_table[..., 0]
@@ -303,4 +336,8 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
     p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
     q_path = jnp.take_along_axis(q_BxNxV, child_BxD[..., None], 1)
     ov = accept.overlap(p_path, q_path)
-  return cache, hidden_BxD1xE, new_BxD1, n_B, jnp.where(live_BxD, ov, 0.0)
+  out = (cache, hidden_BxD1xE, new_BxD1, n_B, jnp.where(live_BxD, ov, 0.0))
+  if topk:
+    path_logits_BxD1xV = jnp.take_along_axis(logits, path_BxD1[..., None], 1)
+    out += (jax.lax.top_k(path_logits_BxD1xV, topk)[1].astype(jnp.int32),)
+  return out

@@ -58,6 +58,9 @@ def test_every_public_kind_and_option_is_in_the_matrix():
   for kind in ("draft_model", "ngram", "mtp", "dflash", "eagle"):  # chains: adaptive draft length on and off
     assert any(c.kind == kind and c.adaptive for c in configs) and any(c.kind == kind and not c.adaptive
                                                                        for c in configs), kind
+  for kind in ("recycling",):  # static trees with node budgets: the budget switch on and off
+    assert any(c.kind == kind and c.adaptive for c in configs) and any(c.kind == kind and not c.adaptive
+                                                                       for c in configs), kind
   assert any(c.lenience < 1 for c in configs)
   assert len(exactness.select()) == len(configs) * 4 * 3
 
@@ -102,7 +105,9 @@ def test_sampled_cell_is_exact(name, sampling, shape):
 
 
 GREEDY = [("draft_model/adaptive", "refill"), ("ngram/n=2", "refill"), ("specinfer/paths=chain2+1x1", "refill"),
-          ("medusa/tree=dense3x2/subset", "b1"), ("mtp/subset", "refill"), ("eagle/dynamic/score=rank", "ragged")]
+          ("medusa/tree=dense3x2/subset", "b1"), ("mtp/subset", "refill"), ("eagle/dynamic/score=rank", "ragged"),
+          ("recycling/k=3", "b1"), ("recycling/k=2,budgets=0,2,5/adaptive", "ragged"),
+          ("recycling/k=2,budgets=0,2,5/adaptive", "refill")]
 
 
 @pytest.mark.parametrize("name,shape", GREEDY)
@@ -116,7 +121,9 @@ def test_greedy_cell_equals_autoregressive(name, shape):
 # ----------------------------------------------------------------------------- power
 POWER = [("no_residual", "draft_model", "t1_topp0.8", "b1"),
          ("no_q_update", "eagle/dynamic/score=rank", "t1", "b1"),
-         ("wrong_bonus", "eagle/static/siblings=iid", "t1", "ragged")]
+         ("wrong_bonus", "eagle/static/siblings=iid", "t1", "ragged"),
+         # deterministic siblings each tested against p, the residual never updated between them
+         ("no_residual", "recycling/k=3", "t1", "b1")]
 
 
 @pytest.mark.parametrize("rule,name,sampling,shape", POWER)

@@ -61,7 +61,7 @@ def test_speculative_loop_has_no_full_cache_copy(target, tree):
 
 
 @pytest.mark.xla_optimized
-@pytest.mark.parametrize("kind", ["ngram", "draft_model"])
+@pytest.mark.parametrize("kind", ["ngram", "draft_model", "recycling"])
 def test_adaptive_width_switch_has_no_full_cache_copy(target, kind):
   """The adaptive loop's verify-width switch (lax.switch): its branches only read the target cache
   and return the new keys/values (kv_cache.PendingKV), written once after the switch. (Branches
@@ -70,8 +70,12 @@ def test_adaptive_width_switch_has_no_full_cache_copy(target, kind):
   prompts, lengths = _prompts(target.vocab_size)
   max_len = P + N + 8
   drafter = specjax.drafters.NGram(2) if kind == "ngram" else specjax.drafters.DraftModel(testing.perturbed(target, 0.3))
+  gamma = GAMMA
+  if kind == "recycling":  # a static tree's node budget switch (0, 2, 4, 8 nodes): the tree's path compacted
+    drafter = specjax.drafters.Recycling.create(target.vocab_size)  # in the pending buffers, not the cache
+    gamma = drafter.tree.max_depth
   hlo = decode._speculative.lower(target, drafter, jnp.asarray(prompts), jnp.asarray(lengths),
-                                  jax.random.PRNGKey(0), gamma=GAMMA, max_new_tokens=N, sampling=specjax.Sampling(),
+                                  jax.random.PRNGKey(0), gamma=gamma, max_new_tokens=N, sampling=specjax.Sampling(),
                                   eos_id=None, pad_id=0, max_len=max_len, lenience=1.0,
                                   adaptive=specjax.Adaptive()).compile().as_text()
   assert "conditional(" in hlo  # the switch is there

@@ -105,14 +105,16 @@ def test_greedy_equals_autoregressive_and_memory_carries_over():
   drafter = suffix.Suffix.create(256)
   first = specjax.speculative_generate(target, drafter, PROMPTS, LENGTHS, gamma=4, max_new_tokens=20)
   np.testing.assert_array_equal(first.tokens, base.tokens)
-  drafter = drafter.remember(PROMPTS, LENGTHS, first.tokens, first.lengths)
-  assert int((np.asarray(drafter.pool.tokens_N) != index.SEP).sum()) == int(LENGTHS.sum() + first.lengths.sum())
-  again = specjax.speculative_generate(target, drafter, PROMPTS, LENGTHS, gamma=4, max_new_tokens=20,
+  assert int((np.asarray(drafter.pool.tokens_N) != index.SEP).sum()) == 0  # the input is never changed
+  learned = first.drafter  # the call's memory: every prompt and its output
+  assert int((np.asarray(learned.pool.tokens_N) != index.SEP).sum()) == int(LENGTHS.sum() + first.lengths.sum())
+  again = specjax.speculative_generate(target, learned, PROMPTS, LENGTHS, gamma=4, max_new_tokens=20,
                                        batch_size=2, adaptive=specjax.Adaptive())
   np.testing.assert_array_equal(again.tokens, base.tokens)
   # the second call drafts from the first call's outputs: more drafts accepted per round
   assert again.stats["tokens_per_iteration"] > first.stats["tokens_per_iteration"]
   assert min(again.stats["accepted_per_position"]) > 0
+  assert int((np.asarray(learned.reset().pool.tokens_N) != index.SEP).sum()) == 0
 
 
 def test_hybrid_greedy_equals_autoregressive():
@@ -124,18 +126,21 @@ def test_hybrid_greedy_equals_autoregressive():
     out = specjax.speculative_generate(target, h, PROMPTS, LENGTHS, gamma=3, max_new_tokens=20,
                                        adaptive=specjax.Adaptive())
     np.testing.assert_array_equal(out.tokens, base.tokens)
-    h = h.remember(PROMPTS, LENGTHS, out.tokens, out.lengths)
-    out = specjax.speculative_generate(target, h, PROMPTS, LENGTHS, gamma=3, max_new_tokens=20, batch_size=2)
+    out = specjax.speculative_generate(target, out.drafter, PROMPTS, LENGTHS, gamma=3, max_new_tokens=20,
+                                       batch_size=2)
     np.testing.assert_array_equal(out.tokens, base.tokens)
+    assert min(out.stats["accepted_per_position"]) > 0
 
 
 def test_saved_pool_reloads_and_another_model_is_refused(tmp_path):
   target = testing.tiny_decoder(16, seed=1)
-  pool = suffix.pool_from_corpus(64, [[1, 2, 3], [4, 5]])
-  path = suffix.save_pool(tmp_path / "pool.npz", pool, suffix.fingerprint(target))
-  d = specjax.drafters.build("suffix", {"pool_file": str(path)}, target)
-  np.testing.assert_array_equal(np.asarray(d.pool.tokens_N), np.asarray(pool.tokens_N))
-  with pytest.raises(ValueError, match="another checkpoint"):
-    specjax.drafters.build("suffix", {"pool_file": str(path)}, testing.tiny_decoder(16, seed=2))
+  d = suffix.Suffix(suffix.pool_from_corpus(64, [[1, 2, 3], [4, 5]]))
+  path = suffix.save_pool(tmp_path / "pool.npz", d, suffix.hashes(target))
+  loaded = specjax.drafters.build("suffix", {"pool_file": str(path), "capacity": 64}, target)
+  np.testing.assert_array_equal(np.asarray(loaded.pool.tokens_N), np.asarray(d.pool.tokens_N))
+  with pytest.raises(ValueError, match="checkpoint_hash"):
+    specjax.drafters.build("suffix", {"pool_file": str(path), "capacity": 64}, testing.tiny_decoder(16, seed=2))
+  with pytest.raises(ValueError, match="tokenizer_hash"):
+    suffix.load_pool(path, d, dict(suffix.hashes(target), tokenizer_hash="another"))
   with pytest.raises(ValueError, match="outside the target's vocabulary"):
-    specjax.drafters.build("suffix", {"pool_file": str(path)}, target).check_compatible(testing.tiny_decoder(4))
+    loaded.check_compatible(testing.tiny_decoder(4))

@@ -45,7 +45,7 @@ class Config:
   build: Callable = dataclasses.field(compare=False)
   lossy_sampled: bool = False  # expected: lossy at temperature > 0 (always exact when greedy)
   lenience: float = 1.0
-  adaptive: bool = False       # the loop's adaptive draft length (chains only)
+  adaptive: bool = False       # the loop's adaptive draft length (chains), or node budget (Drafter.tree_budgets)
 
   def drafter(self, greedy: bool = False):
     return self.build(models(greedy))
@@ -291,8 +291,24 @@ def configs() -> tuple[Config, ...]:
       Config("eagle/chain/adaptive", "eagle", ("tree=chain", "adaptive"), functools.partial(_eagle, shape="chain"),
              adaptive=True),
   ]
+  c += recycling_configs()
   c += _suffix_configs()
   return tuple(c)
+
+
+# Token Recycling: a depth-2 template with two distinct siblings at the root and at its first child
+RECYCLING_PATHS = ((0,), (1,), (0, 0), (1, 0), (0, 1))
+
+
+def recycling_configs() -> list[Config]:
+  """The successor table starts as ids 0..k-1 in every row and learns inside each cell's loop (shared
+  by every row); with ``adaptive`` each round verifies the first 0, 2 or all 5 nodes."""
+  make = lambda k, budgets: lambda m: _d().Recycling.create(V, k, RECYCLING_PATHS, budgets)
+  return [
+      Config("recycling/k=3", "recycling", ("k", "paths"), make(3, ())),
+      Config("recycling/k=2,budgets=0,2,5/adaptive", "recycling", ("k", "paths", "budgets", "adaptive"),
+             make(2, (0, 2, 5)), adaptive=True),
+  ]
 
 
 def _pool(m, capacity=256):
@@ -313,8 +329,10 @@ def _from_file(m, kind="suffix", **options):
   import tempfile  # pylint: disable=import-outside-toplevel
   from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
   with tempfile.TemporaryDirectory() as tmp:
-    path = suffix.save_pool(f"{tmp}/pool.npz", _pool(m), suffix.fingerprint(m.target))
-    return _d().build(kind, dict(options, pool_file=str(path), max_n=3, factor=2.0, min_prob=0.0), m.target)
+    path = suffix.save_pool(f"{tmp}/pool.npz", _d().build(kind, dict(options, capacity=256), m.target).with_memory(
+        _pool(m)), suffix.hashes(m.target))
+    return _d().build(kind, dict(options, pool_file=str(path), capacity=256, max_n=3, factor=2.0, min_prob=0.0),
+                      m.target)
 
 
 def _hybrid(m, fallback, scope="run"):

@@ -24,6 +24,15 @@ fields). Per generation the loop calls, inside one ``jax.jit``:
 * ``commit(state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE) -> state``: after the
   accept rule; ``target_hidden`` holds the verify pass's hidden states (or ``feature_layers``'
   outputs, concatenated) along the accepted path.
+  When ``verify_topk > 0`` the loop also passes ``verified=`` (a :class:`Verified`: the tokens fed
+  at the verified positions and the target's ``verify_topk`` most likely ids at each); a drafter
+  that does not ask gets the call above, unchanged.
+* ``learn(memory, verified) -> memory`` (drafters with ``memory``): after each round's tokens are
+  appended; ``verified`` as above (``topk_BxTxK`` None unless ``verify_topk > 0``).
+* ``learn_outputs(memory, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B) -> memory``
+  (drafters with ``memory``): once after the loop, outside it, with every prompt of the call and its
+  output (host arrays): what whole texts teach (the ``suffix`` pool appends each prompt and its
+  output as one document, which per-round ``learn`` calls interleaved across rows could not).
 * ``idle(state, tokens_BxS, seq_len_B) -> state`` (optional): a round in which the loop decided,
   from the rows' past alone, to verify no draft (the adaptive draft length expects no width to
   pay for its cost): keep the state in step with the committed text without drafting (it may
@@ -34,6 +43,22 @@ fields). Per generation the loop calls, inside one ``jax.jit``:
 ``Draft.q_BxGxV`` is the distribution each draft token was drawn from, after the same
 temperature/top-k/top-p as the target; deterministic drafters, and every drafter when greedy,
 return ``None`` (one-hot on the token, never built: ``Sampling.draw`` gives ``(token, q)``).
+
+What a drafter reads from the verify pass: ``target_hidden`` (above) and, when it declares
+``verify_topk = k > 0``, the target's top-k ids at every verified position (the accepted path's
+nodes, whose logits gave the next draft's test, and the last one, whose logits gave the bonus or
+correction token), ranked by the target's logits (temperature, top-k and top-p keep that order).
+Nothing else: no drafter calls the target itself.
+
+State that outlives one call is explicit. ``memory`` (default None) is a pytree without a batch
+axis that the drafter carries as its own field(s): the loop starts from ``drafter.memory``, runs
+every round with ``drafter.with_memory(memory)`` (so ``propose`` reads it off ``self``), updates it
+with ``learn`` after every round, and keeps it outside the per-row state, so continuous refill
+(which re-inits a finished row's state) never resets it. ``speculative_generate`` returns the
+drafter carrying what it learned (``GenerateOutput.drafter``); pass that to the next call to go on
+learning. A snapshot is that returned value; a reset is the drafter as built;
+:mod:`specjax.drafters.memory` saves and loads it with the tokenizer's and checkpoint's hash and
+refuses a mismatch. Sampled output depends on the memory only through the drafts, so it stays exact.
 
 Exactness is declared once: :meth:`Drafter.lossy_reason` returns ``None`` when the drafter's
 proposal with the loop's accept rule is exact under the given sampling, else a sentence that says
@@ -68,6 +93,19 @@ class Draft:
 
 
 @flax.struct.dataclass
+class Verified:
+  """What one round's verify pass settled, per row: position ``i`` (``0 <= i < count_B``) was fed
+  ``fed_BxT[:, i]`` (the row's last committed token, then its accepted drafts) and the token
+  appended after it is ``new_BxT[:, i]`` (an accepted draft, then the bonus or correction token);
+  ``topk_BxTxK[:, i]`` holds the target's ``verify_topk`` most likely ids there (None when the
+  drafter asked for none). ``count_B`` is 0 for a row that was not active."""
+  fed_BxT: jax.Array
+  new_BxT: jax.Array
+  count_B: jax.Array
+  topk_BxTxK: jax.Array | None = None
+
+
+@flax.struct.dataclass
 class Prefill:
   """What the target's prefill computed over the prompt (padded positions hold garbage)."""
   hidden_BxPxE: jax.Array                # final hidden states (after the final norm)
@@ -89,6 +127,13 @@ class Drafter:
     array_axes: logical axes of the drafter's own array fields, by field name, for sharding;
       fields not named are replicated; ``Model`` fields are sharded by their own rules.
     check_compatible(target): raises a clear error before anything compiles.
+    tree_budgets: node budgets a static ``tree`` may be cut to per round (its first b drafted
+      nodes, a tree since parents come first; 0: a plain step), chosen by the loop's adaptive rule
+      from the rows' past (:mod:`specjax.adaptive`); () (default): every round verifies the whole tree.
+    verify_topk: k > 0 asks for the target's top-k ids at the verified positions (``Verified``),
+      handed to ``commit(..., verified=)`` and ``learn``; 0 (default) asks for nothing.
+    memory: None, or the learned pytree (no batch axis) that outlives a call; ``with_memory``
+      returns the drafter carrying another one, ``learn`` updates it after every round.
     idle: None, or a method as above for a drafter whose drafting costs real time (a draft model).
     stopping_below(confidence): this drafter, told that no draft after its first position under
       ``confidence`` (a float, or float32 [B]: a threshold per row, set by the loop each round)
@@ -138,14 +183,39 @@ class Drafter:
 
   idle = None  # or def idle(self, state, tokens_BxS, seq_len_B) -> state
 
+  @property
+  def tree_budgets(self) -> tuple:
+    return ()
+
+  @property
+  def verify_topk(self) -> int:
+    return 0
+
+  @property
+  def memory(self):
+    return None
+
+  def with_memory(self, memory) -> "Drafter":
+    if memory is not None:
+      raise ValueError(f"{type(self).__name__} declares no memory, got one")
+    return self
+
+  def learn(self, memory, verified: "Verified"):
+    del verified
+    return memory
+
+  def learn_outputs(self, memory, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B):
+    del prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B
+    return memory
+
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill: Prefill | None = None):
     raise NotImplementedError(f"{type(self).__name__} must define init")
 
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
     raise NotImplementedError(f"{type(self).__name__} must define propose")
 
-  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
-    del tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE
+  def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE, *, verified=None):
+    del tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE, verified
     return state
 
   def prefill_of(self, target, prompts_BxP, prefill: Prefill | None) -> Prefill:

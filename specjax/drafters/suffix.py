@@ -10,17 +10,15 @@ anything the fallback drew).
 
 **Scope** (``Suffix.scope``): ``"row"`` searches the row's own prompt and output; ``"batch"`` adds
 the other rows' text in the same call; ``"run"`` adds the pool (:class:`suffix_index.Pool`), the
-drafter's memory across calls. The pool is an array field of the drafter, so it is an explicit
-input of every call (never a hidden global); :meth:`Suffix.remember` returns the drafter with a
-call's prompts and outputs appended, to pass into the next call. A drafter value is its own
-snapshot: repeating a call with the same drafter starts from the same pool. ``save_pool`` /
-``load_pool`` keep a pool on disk with the tokenizer's and checkpoint's fingerprints; loading it
-for another model is refused.
+drafter's ``memory`` (:mod:`specjax.drafters.base`): an explicit input of every call (never a hidden
+global), extended after the call with each prompt and its output (``learn_outputs``) and returned
+as ``GenerateOutput.drafter``, to pass into the next call. A drafter value is its own snapshot:
+repeating a call with the same drafter starts from the same pool. :func:`save_pool` /
+:func:`load_pool` keep a pool on disk (:mod:`specjax.drafters.memory`'s format) with the
+tokenizer's and checkpoint's hashes; loading it for another model is refused.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import pathlib
 
 import flax
@@ -28,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specjax.drafters import memory as memory_lib
 from specjax.drafters import suffix_index as index
 from specjax.drafters.base import Draft, Drafter
 from specjax.drafters.draft_model import DraftModel
@@ -91,18 +90,24 @@ class Suffix(Drafter):
     return state, Draft(m.tokens_BxG, None, num_B=m.num_B, confidence_BxG=m.confidence_BxG)
 
   # ------------------------------------------------------------------ memory across calls
-  def remember(self, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B) -> "Suffix":
-    """This drafter with each row's prompt followed by its output appended to the pool (scope
-    "run"; other scopes keep nothing between calls and return themselves)."""
+  @property
+  def memory(self):
+    return self.pool if self.scope == "run" else None
+
+  def with_memory(self, memory) -> "Suffix":
     if self.scope != "run":
-      return self
+      return super().with_memory(memory)
+    return self.replace(pool=memory)
+
+  def learn_outputs(self, memory, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B):
+    """The pool with each row's prompt followed by its output appended, in row order."""
     prompts_BxP, outputs_BxN = np.asarray(prompts_BxP, np.int32), np.asarray(outputs_BxN, np.int32)
     pl, ol = np.asarray(prompt_lengths_B), np.asarray(output_lengths_B)
     docs = np.zeros((len(pl), prompts_BxP.shape[1] + outputs_BxN.shape[1]), np.int32)
     for b in range(len(pl)):
       doc = np.concatenate([prompts_BxP[b, :pl[b]], outputs_BxN[b, :ol[b]]])
       docs[b, :len(doc)] = doc
-    return self.replace(pool=index.add(self.pool, jnp.asarray(docs), jnp.asarray(pl + ol, jnp.int32)))
+    return index.add(memory, jnp.asarray(docs), jnp.asarray(pl + ol, jnp.int32))
 
   def reset(self) -> "Suffix":
     """This drafter with an empty pool of the same capacity."""
@@ -184,54 +189,41 @@ class Hybrid(Drafter):
                                                 fb_state.length_B))
     return fb_state, used_B
 
-  def remember(self, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B) -> "Hybrid":
-    return self.replace(suffix=self.suffix.remember(prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B))
+  @property
+  def memory(self):  # the suffix pool (the fallbacks allowed keep nothing across calls)
+    return self.suffix.memory
+
+  def with_memory(self, memory) -> "Hybrid":
+    return self.replace(suffix=self.suffix.with_memory(memory))
+
+  def learn_outputs(self, memory, *texts):
+    return self.suffix.learn_outputs(memory, *texts)
 
   def reset(self) -> "Hybrid":
     return self.replace(suffix=self.suffix.reset())
 
 
 # ----------------------------------------------------------------------------- on disk
-def fingerprint(target, tokenizer=None) -> dict:
-  """What a saved pool must be used with: the tokenizer's (its vocabulary, else the vocabulary size)
-  and the checkpoint's (a sha256 over every parameter's path, shape, dtype and a strided sample of
-  its values: cheap on a large model, and any retrained or other checkpoint differs)."""
-  if tokenizer is not None and hasattr(tokenizer, "get_vocab"):
-    vocab = sorted(tokenizer.get_vocab().items())
-  else:
-    vocab = [type(tokenizer).__name__ if tokenizer is not None else "none", int(target.vocab_size)]
-  tok = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()
-  digest = hashlib.sha256()
-  for path, leaf in sorted(jax.tree_util.tree_leaves_with_path(target.params), key=lambda x: str(x[0])):
-    flat = np.asarray(jax.device_get(leaf)).reshape(-1)
-    sample = flat[::max(1, flat.size // 4096)][:4096].astype(np.float32)
-    digest.update(f"{jax.tree_util.keystr(path)}{leaf.shape}{leaf.dtype}".encode())
-    digest.update(sample.tobytes())
-  return {"tokenizer": tok, "checkpoint": digest.hexdigest()}
+def hashes(target, tokenizer=None) -> dict:
+  """The hashes a saved pool is checked against: the checkpoint's (every parameter byte,
+  :func:`memory.params_hash`) and the tokenizer's (:func:`memory.tokenizer_hash` when one is
+  given; else the vocabulary size, where only the target is known, as in a kind's build)."""
+  tok = (memory_lib.tokenizer_hash(tokenizer, target.vocab_size) if tokenizer is not None
+         else f"vocab_size={int(target.vocab_size)}")
+  return {"tokenizer_hash": tok, "checkpoint_hash": memory_lib.params_hash(target)}
 
 
-def save_pool(path, pool: index.Pool, fingerprint_: dict) -> pathlib.Path:
-  """Writes ``pool`` and the fingerprints it was built with to ``path`` (.npz)."""
-  path = pathlib.Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  with open(path, "wb") as f:
-    np.savez(f, tokens_N=np.asarray(pool.tokens_N), write=np.asarray(pool.write),
-             fingerprint=np.asarray(json.dumps(fingerprint_, sort_keys=True)))
-  return path
+def save_pool(path, drafter, hashes_: dict) -> pathlib.Path:
+  """Writes the pool of a ``suffix`` or ``hybrid`` drafter (scope "run") with ``hashes(target)``."""
+  return memory_lib.save(path, drafter, **hashes_)
 
 
-def load_pool(path, fingerprint_: dict) -> index.Pool:
-  """The pool saved at ``path``; refused (ValueError) when it was saved for another tokenizer or checkpoint."""
-  path = pathlib.Path(path)
-  if not path.is_file():
+def load_pool(path, drafter, hashes_: dict):
+  """``drafter`` carrying the pool saved at ``path``; refused (ValueError) when the file was saved for
+  another tokenizer or checkpoint, or its capacity differs from ``drafter``'s."""
+  if not pathlib.Path(path).is_file():
     raise FileNotFoundError(f"suffix pool file {path} does not exist")
-  with np.load(path) as z:
-    saved = json.loads(str(z["fingerprint"]))
-    for key in ("tokenizer", "checkpoint"):
-      if saved.get(key) != fingerprint_.get(key):
-        raise ValueError(f"suffix pool {path} was saved for another {key} ({saved.get(key, '?')[:12]}... vs "
-                         f"{str(fingerprint_.get(key))[:12]}...); refusing to draft from it")
-    return index.Pool(jnp.asarray(z["tokens_N"], jnp.int32), jnp.asarray(z["write"], jnp.int32))
+  return memory_lib.load(path, drafter, **hashes_)
 
 
 def pool_from_corpus(capacity: int, docs) -> index.Pool:

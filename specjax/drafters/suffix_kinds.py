@@ -1,7 +1,8 @@
 """The ``suffix`` and ``hybrid`` kinds: their options (defaults in one place) and builds.
 
-``pool_file``: a pool saved with :func:`specjax.drafters.suffix.save_pool` for this target (loading
-one saved for another tokenizer or checkpoint is refused). ``corpus``: a folder written by
+``pool_file``: a pool saved with :func:`specjax.drafters.suffix.save_pool` for this target, with
+``suffix.hashes(target)`` (loading one saved for another tokenizer or checkpoint is refused; the
+``capacity`` must be the saved one). ``corpus``: a folder written by
 ``python -m specjax.train data`` (its train shards: prompts and the target's own continuations)
 appended to the pool, oldest first; what does not fit the ``capacity`` is evicted.
 """
@@ -56,14 +57,15 @@ def build_suffix(options, target):
     if options.pool_file or options.corpus:
       raise ValueError(f"suffix pool_file/corpus need scope='run', got scope={options.scope!r}")
     return suffix.Suffix(None, scope=options.scope, **settings)
-  if options.pool_file:
-    pool = suffix.load_pool(options.pool_file, suffix.fingerprint(target))
-  else:
-    pool = suffix_index.Pool.create(options.capacity)
+  if options.pool_file and options.corpus:
+    raise ValueError("suffix: give pool_file or corpus, not both")
+  pool = suffix_index.Pool.create(options.capacity)
   if options.corpus:
-    docs = corpus_docs(options.corpus)
-    pool = suffix.pool_from_corpus(pool.capacity, docs) if not options.pool_file else pool
-  return suffix.Suffix(pool, scope="run", **settings)
+    pool = suffix.pool_from_corpus(options.capacity, corpus_docs(options.corpus))
+  drafter = suffix.Suffix(pool, scope="run", **settings)
+  if options.pool_file:
+    drafter = suffix.load_pool(options.pool_file, drafter, suffix.hashes(target))
+  return drafter
 
 
 def build_hybrid(options, target):

@@ -1,0 +1,149 @@
+"""Token Recycling (Luo et al., arXiv 2408.08696): an adjacency table of each token's most likely
+successors, filled from the candidates every verify pass computes and would throw away, read by
+breadth-first expansion from the row's last token into a small static tree.
+
+The table ``table_VxK`` (token id -> its ``K`` successor ids, best first) is the drafter's memory
+(:class:`specjax.drafters.Drafter`): one table for every row and call, learned inside the jitted
+loop and returned by ``speculative_generate`` as ``out.drafter``. After each round, every verified
+position's row of the table is overwritten with the target's top-``K`` ids there (``verify_topk``):
+the row's last token and each accepted draft, the bonus position included. It starts as ids
+``0..K-1`` in every row: distinct, so siblings never repeat, and simply rejected until the target's
+own successors overwrite them (a table saved from earlier runs, :mod:`specjax.drafters.memory`,
+starts warm). 151,936 x 8 int32 ids take 4.9 MB.
+
+The tree is a template of ``paths``: ``(r1, ..., rd)`` is the node reached by taking successor
+``r1`` of the last token, then successor ``r2`` of that, ... Its nodes come in the template's order
+(each path after its parent, siblings by rank), so its first ``b`` nodes are a tree too: the node
+budgets ``budgets`` the loop chooses from per round with ``adaptive`` (0: a plain step). The draft
+is deterministic (q one-hot, ``q=None``): siblings are distinct tokens verified one after another
+against the running residual (``accept.residual_one_hot``), exact at every temperature.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specjax import tree as tree_lib
+from specjax.drafters.base import Draft, Drafter
+from specjax.drafters.registry import Options
+
+# Token Recycling's shape scaled down to 8 nodes for a CPU: a chain first (budget 2 is a chain of
+# two, budget 4 adds the second successor at depth 1 and a third level), then the next choices.
+DEFAULT_PATHS = ((0,), (0, 0), (1,), (0, 0, 0), (0, 1), (2,), (1, 0), (0, 0, 0, 0))
+DEFAULT_BUDGETS = (0, 2, 4, 8)
+
+
+def template(paths) -> tuple[tuple[int, ...], np.ndarray]:
+  """``(parents, rank_N)`` of the tree whose node i + 1 is ``paths[i]``; checked: every path's parent
+  path comes before it and siblings come in increasing rank."""
+  paths = tuple(tuple(int(r) for r in p) for p in paths)
+  index, parents, rank = {(): 0}, [-1], [0]
+  for p in paths:
+    if not p or min(p) < 0:
+      raise ValueError(f"recycling path {p} must be a non-empty tuple of successor ranks >= 0")
+    if p in index:
+      raise ValueError(f"recycling path {p} appears twice")
+    if p[:-1] not in index:
+      raise ValueError(f"recycling path {p} comes before its parent path {p[:-1]}")
+    earlier = [rank[i] for i, par in enumerate(parents) if par == index[p[:-1]]]
+    if earlier and p[-1] <= max(earlier):
+      raise ValueError(f"recycling path {p}: siblings must come in increasing rank (after rank {max(earlier)})")
+    index[p] = len(parents)
+    parents.append(index[p[:-1]])
+    rank.append(p[-1])
+  return tuple(parents), np.asarray(rank, np.int32)
+
+
+def initial_table(vocab_size: int, k: int) -> jax.Array:
+  """int32 ``[V, K]``: ids ``0..K-1`` in every row (distinct successors; nothing learned yet)."""
+  return jnp.broadcast_to(jnp.arange(k, dtype=jnp.int32)[None], (vocab_size, k))
+
+
+@flax.struct.dataclass
+class Recycling(Drafter):
+  table_VxK: jax.Array
+  paths: tuple = flax.struct.field(pytree_node=False, default=DEFAULT_PATHS)
+  budgets: tuple = flax.struct.field(pytree_node=False, default=DEFAULT_BUDGETS)
+  kind = "recycling"
+
+  def __post_init__(self):  # static fields only: jax rebuilds the dataclass around placeholder leaves
+    parents, _ = template(self.paths)
+    n = len(parents) - 1
+    if any(isinstance(b, bool) or int(b) != b or not 0 <= b <= n for b in self.budgets):
+      raise ValueError(f"recycling budgets must be node counts in 0..{n} (the template's nodes), got {self.budgets}")
+
+  @classmethod
+  def create(cls, vocab_size: int, k: int = 8, paths=DEFAULT_PATHS, budgets=DEFAULT_BUDGETS) -> "Recycling":
+    return cls(initial_table(vocab_size, k), tuple(tuple(p) for p in paths), tuple(budgets))
+
+  @property
+  def tree(self):
+    return tree_lib.Tree(template(self.paths)[0])
+
+  @property
+  def tree_budgets(self):
+    return tuple(self.budgets)
+
+  @property
+  def verify_topk(self):
+    return int(self.table_VxK.shape[-1])
+
+  @property
+  def memory(self):
+    return self.table_VxK
+
+  def with_memory(self, memory):
+    return self.replace(table_VxK=memory)
+
+  def check_compatible(self, target) -> None:
+    _, rank = template(self.paths)
+    shape = tuple(self.table_VxK.shape)
+    if len(shape) != 2 or shape[0] != target.vocab_size or int(rank.max()) >= shape[1]:
+      raise ValueError(f"recycling table must be [vocab {target.vocab_size}, k > {int(rank.max())} (the largest "
+                       f"successor rank in paths)], got shape {shape}")
+
+  def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+    del target, prompts_BxP, prompt_lengths_B, max_len, prefill
+    return ()
+
+  def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+    del gamma, sampling, rng
+    parents, rank = template(self.paths)
+    last_B = jnp.take_along_axis(tokens_BxS, (seq_len_B - 1)[:, None], 1)[:, 0]
+    nodes = [last_B]
+    for i in range(1, len(parents)):  # breadth-first along the template: each node a successor of its parent
+      nodes.append(self.table_VxK[nodes[parents[i]], rank[i]])
+    return state, Draft(jnp.stack(nodes[1:], axis=1), None, tree=self.tree, siblings="iid")
+
+  def learn(self, memory, verified):
+    """Each verified position's row <- the target's top-k there (positions past a row's count dropped)."""
+    t = verified.fed_BxT.shape[1]
+    valid_BxT = jnp.arange(t)[None] < verified.count_B[:, None]
+    rows_BxT = jnp.where(valid_BxT, verified.fed_BxT, memory.shape[0])  # out of range: dropped
+    return memory.at[rows_BxT].set(verified.topk_BxTxK.astype(memory.dtype), mode="drop")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecyclingOptions(Options):
+  """``gamma``: the template's depth (4 for the default paths)."""
+  k: int = 8                      # successors kept per token (the table's width, the verify's top-k)
+  paths: tuple = DEFAULT_PATHS    # the tree template: successor ranks from the last token
+  budgets: tuple = DEFAULT_BUDGETS  # node budgets chosen per round with the adaptive loop (0: a plain step)
+
+  def __post_init__(self):
+    super().__post_init__()
+    if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+      raise ValueError(f"recycling k must be a positive integer (successors per token), got {self.k!r}")
+
+
+def build(options: RecyclingOptions, target) -> Recycling:
+  drafter = Recycling.create(target.vocab_size, options.k, options.paths, options.budgets)
+  depth = drafter.tree.max_depth
+  if options.gamma != depth:
+    raise ValueError(f"drafter gamma={options.gamma} must equal the depth of the recycling template ({depth}); "
+                     f"set drafter.gamma={depth}")
+  return drafter
