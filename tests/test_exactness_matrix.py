@@ -107,7 +107,9 @@ def test_sampled_cell_is_exact(name, sampling, shape):
 GREEDY = [("draft_model/adaptive", "refill"), ("ngram/n=2", "refill"), ("specinfer/paths=chain2+1x1", "refill"),
           ("medusa/tree=dense3x2/subset", "b1"), ("mtp/subset", "refill"), ("eagle/dynamic/score=rank", "ragged"),
           ("recycling/k=3", "b1"), ("recycling/k=2,budgets=0,2,5/adaptive", "ragged"),
-          ("recycling/k=2,budgets=0,2,5/adaptive", "refill")]
+          ("recycling/k=2,budgets=0,2,5/adaptive", "refill"),
+          ("suffix/scope=run,corpus", "refill"), ("suffix/scope=batch/adaptive", "refill"),
+          ("hybrid/fallback=draft_model/adaptive", "ragged"), ("hybrid/fallback=ngram,pool_file", "b1")]
 
 
 @pytest.mark.parametrize("name,shape", GREEDY)
@@ -123,7 +125,10 @@ POWER = [("no_residual", "draft_model", "t1_topp0.8", "b1"),
          ("no_q_update", "eagle/dynamic/score=rank", "t1", "b1"),
          ("wrong_bonus", "eagle/static/siblings=iid", "t1", "ragged"),
          # deterministic siblings each tested against p, the residual never updated between them
-         ("no_residual", "recycling/k=3", "t1", "b1")]
+         ("no_residual", "recycling/k=3", "t1", "b1"),
+         # a rejected suffix draft's token left in the residual the bonus token is drawn from
+         ("no_residual", "suffix/scope=run,corpus", "t1", "b1"),
+         ("no_residual", "hybrid/fallback=draft_model", "t1", "ragged")]
 
 
 @pytest.mark.parametrize("rule,name,sampling,shape", POWER)

@@ -112,8 +112,10 @@ def make_calls(records, rows, batch_size: int, min_width: int) -> list[Call]:
 
 
 def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int, sampling, eos_id, seed: int,
-                 repeats: int, adaptive=None) -> dict:
-  """Baseline and speculative decoding of one call, timed alternately; raw counts for aggregation."""
+                 repeats: int, adaptive=None) -> tuple[dict, object]:
+  """Baseline and speculative decoding of one call, timed alternately: raw counts for aggregation, and
+  the drafter the call returned (carrying what it learned, ``Drafter.memory``). Every timed repeat
+  starts from the drafter given, so none drafts from this call's own output."""
   import specjax  # pylint: disable=import-outside-toplevel
   tree = drafter.tree  # token trees verify every node; a chain gamma + 1 tokens
   extra = tree.num_nodes if tree is not None else gamma + 1
@@ -142,7 +144,7 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
       "tokens_per_iteration": float(st["tokens_per_iteration"]),
       "lossy": bool(st["lossy"]),
       "identical": bool(np.array_equal(spec.lengths, base.lengths) and np.array_equal(spec.tokens, base.tokens)),
-  }
+  }, spec.drafter
 
 
 def aggregate(measurements: list[dict], greedy: bool) -> dict:
@@ -215,9 +217,11 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
     for spec, (drafter, gamma) in drafters.items():
-      m = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
-                       eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec])
+      m, learned = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
+                                eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec])
       per_drafter[spec].append({"drafter": spec, **m})
+      if drafter.memory is not None:  # later questions draft from this one's text, never their own
+        drafters[spec] = (learned, gamma)
   groups = list(dict.fromkeys(c.group for c in calls))
   results = {}
   for spec, ms in per_drafter.items():

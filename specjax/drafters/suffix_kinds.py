@@ -79,7 +79,11 @@ def build_hybrid(options, target):
     fallback = NGram()
   else:
     raise ValueError(f"hybrid fallback must be 'draft_model' or 'ngram', got {options.fallback!r}")
-  return suffix.Hybrid(build_suffix(options, target), fallback, min_suffix_match=options.min_suffix_match)
+  drafter = suffix.Hybrid(build_suffix(dataclasses.replace(options, pool_file=""), target), fallback,
+                          min_suffix_match=options.min_suffix_match)
+  if options.pool_file:  # a hybrid's pool file (its kind is checked)
+    drafter = suffix.load_pool(options.pool_file, drafter, suffix.hashes(target))
+  return drafter
 
 
 def register_kinds() -> None:
