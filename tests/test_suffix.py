@@ -144,3 +144,25 @@ def test_saved_pool_reloads_and_another_model_is_refused(tmp_path):
     suffix.load_pool(path, d, dict(suffix.hashes(target), tokenizer_hash="another"))
   with pytest.raises(ValueError, match="outside the target's vocabulary"):
     loaded.check_compatible(testing.tiny_decoder(4))
+
+
+def test_specbench_carries_the_pool_and_never_drafts_from_the_question_itself(tmp_path, monkeypatch):
+  from specjax.bench import specbench
+  from specjax.data import specbench_prompts as sp
+  from specjax.data.tokenizer import ByteTokenizer
+  target = testing.tiny_decoder(vocab_size=264)
+  records = [dict(r, turns=[r["turns"][0][:60]]) for r in sp.head(sp.read(sp.SHIPPED), 1)][:3]
+  seen, real = [], specbench.measure_call
+
+  def measure(target, drafter, *args, **kwargs):
+    m, learned = real(target, drafter, *args, **kwargs)
+    seen.append((int((np.asarray(drafter.pool.tokens_N) != index.SEP).sum()), sum(m["prompt_tokens"]) + m["tokens"],
+                 int((np.asarray(learned.pool.tokens_N) != index.SEP).sum())))
+    return m, learned
+
+  monkeypatch.setattr(specbench, "measure_call", measure)
+  result = specbench.benchmark(records, target, ByteTokenizer(), ["suffix"], max_new_tokens=8, chat=False,
+                               adaptive=("off",), progress=False, min_prompt_width=64)
+  assert result["drafters"]["suffix"]["overall"]["identical_to_autoregressive"] is True
+  assert [s[0] for s in seen] == [0, seen[0][1], seen[0][1] + seen[1][1]]  # each question: the ones before it
+  assert all(after == before + own for before, own, after in seen)
