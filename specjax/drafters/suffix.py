@@ -9,7 +9,8 @@ text and the pool only (never of the target's distribution at the verified posit
 anything the fallback drew).
 
 **Scope** (``Suffix.scope``): ``"row"`` searches the row's own prompt and output; ``"batch"`` adds
-the other rows' text in the same call; ``"run"`` adds the pool (:class:`suffix_index.Pool`), the
+the live text of other rows in the same call (the next ``suffix_index.PEERS``); ``"run"`` adds, to the
+row's own text, the pool (:class:`suffix_index.Pool`), the
 drafter's ``memory`` (:mod:`specjax.drafters.base`): an explicit input of every call (never a hidden
 global), extended after the call with each prompt and its output (``learn_outputs``) and returned
 as ``GenerateOutput.drafter``, to pass into the next call. A drafter value is its own snapshot:
@@ -80,7 +81,7 @@ class Suffix(Drafter):
 
   def match(self, tokens_BxS, seq_len_B, gamma) -> index.Match:
     text_BxL, own_start = index.searched_text(self.pool if self.scope == "run" else None, tokens_BxS, seq_len_B,
-                                              others=self.scope != "row")
+                                              others=self.scope == "batch")
     return index.longest_match(text_BxL, own_start, seq_len_B, gamma, max_n=self.max_n, min_match=self.min_match,
                                top=self.top, factor=self.factor, min_prob=self.min_prob)
 

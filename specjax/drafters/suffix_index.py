@@ -17,8 +17,8 @@ one. The ring is searched in slot order, so the one place the oldest document wr
 slot to the first is read as two pieces (a match across that point is missed: a lost draft, never
 a wrong token).
 
-**Matching.** The searched text of a row is ``[pool, -1, other rows' text (scope "batch"), own
-text]``, own text last so that among equally long matches the most recent are the row's own. The
+**Matching.** The searched text of a row is ``[pool, -1, other rows' text (scope "batch": the next
+``PEERS`` rows), own text]``, own text last so that among equally long matches the most recent are the row's own. The
 match length at a position is the number of the row's last tokens (at most ``max_n``) that the
 text ending there repeats. The longest match ``k`` wins; of its occurrences the ``top`` latest
 are kept, and the draft follows them token by token: at each depth the token that most of the
@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 SEP = -1  # separates documents in the searched text, and fills unwritten pool slots
+PEERS = 8  # scope "batch": how many other rows each row searches (rows b+1..b+PEERS, cyclically)
 
 
 @flax.struct.dataclass
@@ -88,18 +89,18 @@ def row_text(tokens_BxS, seq_len_B):
 
 def searched_text(pool: Pool | None, tokens_BxS, seq_len_B, others: bool):
   """``(text_BxL, own_start)``: per row ``[pool, SEP, (other rows' text, each + SEP), own text]``;
-  own text starts at column ``own_start``."""
+  own text starts at column ``own_start``. ``others``: the ``PEERS`` rows after this one (cyclically;
+  every other row when the batch has at most ``PEERS + 1``)."""
   b, s = tokens_BxS.shape
   own_BxS = row_text(tokens_BxS, seq_len_B)
   parts = []
   if pool is not None:
     parts.append(jnp.broadcast_to(jnp.concatenate([pool.tokens_N, jnp.full((1,), SEP, jnp.int32)])[None],
                                   (b, pool.tokens_N.shape[0] + 1)))
-  if others and b > 1:  # every row's text, the row's own blanked (it comes last)
+  if others:  # the next PEERS rows' text (cyclically): a cost bounded at any batch size
     rows_BxS1 = jnp.concatenate([own_BxS, jnp.full((b, 1), SEP, jnp.int32)], 1)
-    mine_BxB = jnp.eye(b, dtype=bool)
-    all_BxBxS1 = jnp.where(mine_BxB[:, :, None], SEP, rows_BxS1[None])
-    parts.append(all_BxBxS1.reshape(b, b * (s + 1)))
+    for k in range(min(b - 1, PEERS), 0, -1):
+      parts.append(jnp.roll(rows_BxS1, -k, axis=0))
   own_start = sum(p.shape[1] for p in parts)
   return jnp.concatenate(parts + [own_BxS], 1), own_start
 

@@ -18,7 +18,7 @@ from specjax.drafters.registry import Options, register
 
 @dataclasses.dataclass(frozen=True)
 class SuffixOptions(Options):
-  scope: str = "run"      # row | batch (plus the other rows) | run (plus a pool kept across calls)
+  scope: str = "run"      # row | batch (plus other rows' live text) | run (plus a pool kept across calls)
   capacity: int = 32768   # pool tokens (scope run); the oldest are evicted first
   max_n: int = 16         # longest suffix matched
   min_match: int = 1      # shortest match that drafts
