@@ -311,11 +311,24 @@ def recycling_configs() -> list[Config]:
   ]
 
 
+@functools.lru_cache(maxsize=None)
+def sampled_text(draws: int = 6, width: int = 6):
+  """The sampled cells' target's own text: ``draws`` continuations of every matrix prompt at T = 1,
+  so that suffix drafts are accepted at every depth (drafts from random text rarely are)."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  rows = [PROMPTS[n] for n in sorted(PROMPTS)] * draws
+  prompts = np.zeros((len(rows), max(map(len, rows))), np.int32)
+  for i, r in enumerate(rows):
+    prompts[i, :len(r)] = r
+  out = specjax.generate(target(False), prompts, np.array([len(r) for r in rows], np.int32), max_new_tokens=width,
+                         sampling=specjax.Sampling(1.0), rng=jax.random.PRNGKey(7))
+  return tuple(tuple(r) + tuple(int(x) for x in c) for r, c in zip(rows, np.asarray(out.tokens)))
+
+
 def _pool(m, capacity=256):
-  """The matrix corpus (sampled: random tokens; greedy: the target's greedy text) as a suffix pool."""
+  """A suffix pool of the target's own text (greedy cells: its greedy text; sampled: T = 1 draws)."""
   from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
-  corpus = np.asarray(m.corpus)
-  return suffix.pool_from_corpus(capacity, corpus if corpus.ndim == 2 else [corpus])
+  return suffix.pool_from_corpus(capacity, list(m.corpus) if m.greedy else sampled_text())
 
 
 def _suffix(m, scope="run", **settings):
