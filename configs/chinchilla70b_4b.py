@@ -31,7 +31,7 @@ this pair); the dry run prints the alpha that reproduces Chen's 2.01x (greedy XS
 """
 import ml_collections
 
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 PAPER = {
     "source": "Chen et al. 2023, arXiv 2302.01318, Table 1 (Chinchilla 70B, 16 TPU v4, batch 1, K=4)",

@@ -10,7 +10,7 @@ tiny random pair instead and says so.
 """
 import ml_collections
 
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

@@ -11,7 +11,7 @@ target a tiny random pair runs instead, and the run says so. c is measured (one 
 """
 
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

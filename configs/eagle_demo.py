@@ -11,7 +11,7 @@ so any gamma works. Without the trained head a random one runs (exact, rarely ac
 """
 
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

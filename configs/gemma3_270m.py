@@ -13,7 +13,7 @@ Sliding-window layers (512) and global layers (every sixth) with their own RoPE 
   python -m specjax.run --config=configs/gemma3_270m.py:medusa
 """
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

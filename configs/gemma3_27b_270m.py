@@ -17,7 +17,7 @@ is replicated while their MLP and 262k-row embedding split (the dry run prints t
 """
 import ml_collections
 
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def _gemma3(num_layers, d_model, num_heads, num_kv_heads, head_dim, mlp_dim, window, query_pre_attn_scalar):

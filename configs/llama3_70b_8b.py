@@ -20,7 +20,7 @@ prints the speedup the walltime formula gives at that alpha.
 """
 import ml_collections
 
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def _decoder(**kw):

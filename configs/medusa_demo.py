@@ -14,7 +14,7 @@ Untrained (zero) heads are used, with a NOTE, when the heads are missing.
 """
 
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

@@ -17,7 +17,7 @@ step over a 1.5B step). With the default acceptance_memory (0.3) the same run ga
 51 rounds sat idle after rejected drafts.
 """
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 DRAFTERS = {
     "draft_model": dict(checkpoint="qwen2.5-coder-0.5b-instruct", gamma=4),  # a separate model, its own weights

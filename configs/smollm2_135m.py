@@ -18,6 +18,7 @@ training.json (python -m specjax.train draft_model; mtp and medusa with --data=r
   python -m specjax.run --config=configs/smollm2_135m.py:specinfer     # its token tree
   python -m specjax.run --config=configs/smollm2_135m.py:mtp           # shared MTP head
   python -m specjax.run --config=configs/smollm2_135m.py:medusa        # Medusa heads, a sparse tree
+  python -m specjax.run --config=configs/smollm2_135m.py:recycling     # Token Recycling: no weights
 
 A DFlash block drafter (7.5 MB, not shipped: the weakest here) is 17 minutes away once
 python -m specjax.train data has run:
@@ -27,7 +28,7 @@ python -m specjax.train data has run:
       --config.drafter.checkpoint=runs/smollm2_dflash/head --config.drafter.gamma=3
 """
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 # an editing request: the answer reuses the prompt's words, which prompt lookup drafts
 PROMPT = ("Rewrite this paragraph in the past tense: The city of Hamburg lies on the river Elbe. Its port is "
@@ -41,6 +42,7 @@ DRAFTERS = {
     "medusa": dict(checkpoint="smollm2/medusa", tree="chain3+1x2", gamma=3),        # each head's top-1 + one branch
     "mtp": dict(checkpoint="smollm2/mtp", gamma=3),
     "draft_model": dict(checkpoint="smollm2/draft_lm", gamma=3),
+    "recycling": dict(gamma=4),  # Token Recycling: a successor table learned from the verify passes
 }
 
 

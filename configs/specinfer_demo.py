@@ -13,7 +13,7 @@ Measured on 2 CPU cores (README Results): the paper's tree (20 nodes) gets 2.57x
 pair (and says so) when the demo weights are missing.
 """
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

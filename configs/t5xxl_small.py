@@ -32,7 +32,7 @@ drafters), then point the config at them; ``specjax.load_pretrained`` imports T5
 """
 import ml_collections
 
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 from specjax.models.store import ASSETS
 
 

@@ -10,7 +10,7 @@ tiny random target runs instead, and the run says so.
 """
 
 from specjax.config_util import sibling_config
-from specjax.experiment import drafter_section
+from specjax.drafters import drafter_section
 
 
 def get_config(arg: str | None = None):

@@ -7,6 +7,7 @@ from specjax.models.api import logits
 from specjax.models.bundle import Model
 from specjax.sampling import Sampling
 from specjax.sharding import make_mesh, shard
+from specjax import kinds  # registers the shipped drafter kinds (after drafters: they build on it)
 
-__all__ = ["Adaptive", "GenerateOutput", "Model", "Sampling", "checkpoint", "drafters", "generate", "hf_import", "load_pretrained", "logits",
+__all__ = ["Adaptive", "GenerateOutput", "Model", "Sampling", "checkpoint", "drafters", "generate", "hf_import", "kinds", "load_pretrained", "logits",
            "make_mesh", "measure", "shard", "sharding", "speculative_generate", "testing", "theory", "tree"]

@@ -35,9 +35,9 @@ def load_model(folder, param_dtype: str | None = "auto", mesh=None, **config_ove
   from specjax import precision  # pylint: disable=import-outside-toplevel
   from specjax.models import families  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
-  meta = store.read_meta(folder, families.FAMILIES, "model")
+  meta = store.read_meta(folder, families.names(), "model")
   dtype = precision.storage_dtype(param_dtype)
-  module_cls, config_cls = families.FAMILIES[meta["family"]]
+  module_cls, config_cls = families.get(meta["family"])
   module = module_cls(store.make_config(config_cls, meta, folder, **config_overrides))
   flat = store.read_params(folder, dtype, out=placement.PlacedParams(module, mesh))
   return from_flat_params(module, flat, source=str(folder / store.WEIGHTS_FILE), mesh=mesh)

@@ -38,12 +38,16 @@ def usage(prog: str, tasks: dict) -> str:
   return "\n".join(lines)
 
 
-def dispatch(prog: str, tasks: dict, argv) -> int:
-  """Runs the task named by ``argv[1]`` with the rest of ``argv``; 2 for no or an unknown task."""
+def dispatch(prog: str, tasks: dict, argv, moved: dict | None = None) -> int:
+  """Runs the task named by ``argv[1]`` with the rest of ``argv``; 2 for no or an unknown task (a task
+  in ``moved``: one line naming what replaced it)."""
   if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
     print(usage(prog, tasks))
     return 0 if len(argv) >= 2 else 2
   task = argv[1]
+  if task in (moved or {}):
+    print(f"{prog}: {task!r} is now {moved[task]}", file=sys.stderr)
+    return 2
   if task not in tasks:
     print(f"{prog}: unknown task {task!r}; known tasks: {', '.join(tasks)}", file=sys.stderr)
     return 2

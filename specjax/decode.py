@@ -413,13 +413,16 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
 
   Greedy (``sampling.temperature == 0``) output equals :func:`generate`'s token for token;
   sampled output is distributed exactly as the target's. A lossy configuration (``lenience < 1``,
-  Medusa's typical acceptance, deterministic top-k siblings when sampling, ...) is refused unless
+  Medusa's typical acceptance, top-k siblings verified against a softmax q when sampling, ...) is refused unless
   ``allow_lossy=True``, and then reported in ``stats["lossy"]``. ``batch_size`` smaller than the
   number of prompts: continuous refill (:mod:`specjax.refill`), exact per prompt. ``adaptive``
-  (:class:`specjax.adaptive.Adaptive`, chains only): each row submits 0..gamma drafts and the verify
-  pass runs at the smallest compiled width that holds them; still exact.
+  (:class:`specjax.adaptive.Adaptive`): each row of a chain submits 0..gamma drafts and the verify
+  pass runs at the smallest compiled width that holds them; a static tree with
+  ``Drafter.tree_budgets`` is verified up to the node budget chosen from the rows' past; still
+  exact. ``GenerateOutput.drafter`` is ``drafter`` carrying what it learned (``Drafter.memory``).
   """
   validate.drafter(target, drafter, gamma)
+  given = drafter
   tree = drafter.tree  # token-tree drafters: gamma must be the tree's depth
   if tree is not None and gamma != tree.max_depth:
     raise ValueError(f"gamma={gamma} but the drafter's token tree has depth {tree.max_depth}; "
@@ -453,6 +456,7 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   tokens, lengths = sharding.to_host(tokens), sharding.to_host(lengths)  # gathers when the mesh spans hosts
   stats = summarize(stats, lengths, gamma, rows=batch_size)
   stats["lossy"] = reason is not None
+  drafter = given  # the caller's drafter, not the loop's cut or sharded copy, carries the memory back
   stats["lossy_reason"] = reason
   if chain_adaptive is not None:
     stats["verify_widths" if tree is None else "verify_budgets"] = list(widths)

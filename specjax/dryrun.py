@@ -139,7 +139,7 @@ def build_module(cfg: dict) -> nn.Module:
 
 def with_depth(module: nn.Module, layers: int) -> nn.Module:
   fields = {f.name for f in dataclasses.fields(module.cfg)}
-  field = "num_layers" if "num_layers" in fields else "num_decoder_layers"  # T5: decoder depth
+  field = families.of_config(module.cfg).decoder_layers_field()  # T5: its decoder's depth
   extra = {}
   if getattr(module.cfg, "layer_windows", ()):  # per-layer windows follow the depth (the pattern's start)
     extra["layer_windows"] = tuple(module.cfg.layer_windows[:layers])

@@ -25,8 +25,8 @@ errors that name the new key. Everything is checked before a model is loaded.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import importlib
 import json
 import math
 import pathlib
@@ -44,6 +44,7 @@ from specjax import report as report_lib
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.models import families
 from specjax.report import print_outputs, print_report  # noqa: F401  (the CLI's, here since tests use them)
+from specjax.drafters.registry import drafter_section  # noqa: F401  (configs and tests read it here too)
 from specjax.suggest import did_you_mean
 
 # Run keys with their defaults; a config may omit the ones it does not care about. ``refill`` is
@@ -63,7 +64,6 @@ MOVED = {"drafter_kind": "drafter.kind", "gamma": "drafter.gamma", "ngram_n": "d
          "medusa_acceptance": "drafter.acceptance", "medusa_num_heads": "drafter.num_heads",
          "eagle_tree": "drafter.tree", "eagle_paths": "drafter.paths", "eagle_siblings": "drafter.siblings",
          "eagle_top_k": "drafter.top_k", "eagle_total_tokens": "drafter.total_tokens"}
-SMALL_MODEL_KINDS = ("draft_model", "specinfer")
 
 
 def normalize(config) -> ml_collections.ConfigDict:
@@ -91,21 +91,53 @@ def normalize(config) -> ml_collections.ConfigDict:
   drafter = dict(config.get("drafter") or {})
   drafter.setdefault("kind", "draft_model")
   config.drafter = ml_collections.ConfigDict(drafter)
-  for module in config.imports:  # user modules that register their own drafters
-    importlib.import_module(module)
+  specjax.drafters.import_modules(config.imports)  # user modules that register their own drafters
   specjax.drafters.make_options(config.drafter.kind, drafter_options(config))  # unknown kind/option: error now
   return config
 
 
-def drafter_section(kind: str, **values) -> ml_collections.ConfigDict:
-  """A config's ``drafter`` section: ``kind`` and every option of the kind at its default, then
-  ``values`` (so each option can be overridden from the command line)."""
-  options = dataclasses.asdict(specjax.drafters.make_options(kind, {}))
-  options.pop("seed")
-  unknown = set(values) - set(options) - {"model"}
-  if unknown:
-    specjax.drafters.make_options(kind, {k: values[k] for k in unknown})  # raises, naming the key
-  return ml_collections.ConfigDict({"kind": kind, **options, **values})
+def apply_drafter_overrides(config, overrides: dict) -> None:
+  """Sets the command line's drafter options (:func:`specjax.config_util.split_drafter_overrides`) on
+  ``config`` (a loaded config file). A ``kind`` there
+  brings that kind's options at their defaults (the config's values kept for the options it shares,
+  and its ``model``), so ``--config.drafter.kind=X --config.drafter.OPTION=...`` works for any
+  registered kind, a user's included (``config.imports`` are imported first). A value is read by the
+  type of the option's default; an option the kind does not have is an error naming it."""
+  if not overrides:
+    return
+  specjax.drafters.import_modules(config.get("imports", ()))
+  section = dict(config.get("drafter") or {})
+  kind = overrides.get("kind", section.get("kind", "draft_model"))
+  defaults = dataclasses.asdict(specjax.drafters.make_options(kind, {}))
+  defaults.pop("seed")
+  if kind != section.get("kind"):  # a switch: the new kind's options, the shared ones as the config had them
+    section = {"kind": kind, **defaults, **{k: v for k, v in section.items() if k in defaults or k == "model"}}
+  for key, text in overrides.items():
+    if key == "kind":
+      continue
+    if key not in defaults and key != "model":
+      specjax.drafters.make_options(kind, {key: text})  # raises, naming the option and the kind's options
+    section[key] = _parse_like(text, defaults.get(key, section.get(key)), f"drafter.{key}")
+  with config.unlocked() if hasattr(config, "unlocked") else contextlib.nullcontext():
+    config.drafter = ml_collections.ConfigDict(section)
+
+
+def _parse_like(text: str, default, name: str):
+  """``text`` as a value of ``default``'s type (bool, int, float, a tuple of ints, else the text)."""
+  try:
+    if isinstance(default, bool):
+      if text.lower() not in ("true", "false", "1", "0"):
+        raise ValueError(text)
+      return text.lower() in ("true", "1")
+    if isinstance(default, (tuple, list)):
+      return tuple(int(x) for x in text.strip("()[] ").split(",") if x.strip())
+    if isinstance(default, int):
+      return int(text)
+    if isinstance(default, float):
+      return float(text)
+  except ValueError as e:
+    raise ValueError(f"--config.{name}={text!r}: expected a value of type {type(default).__name__}") from e
+  return text
 
 
 def drafter_options(config) -> dict:
@@ -148,18 +180,19 @@ def make_drafter(config, target):
   """The config's drafter for ``target`` (``config`` normalized)."""
   kind, options = config.drafter.kind, drafter_options(config)
   model_fields = config.drafter.get("model")
-  if kind in SMALL_MODEL_KINDS and not options.get("checkpoint"):
+  if uses_small_model(kind) and not options.get("checkpoint"):
     if not model_fields:
       raise ValueError(f"drafter kind {kind!r} needs drafter.checkpoint (a small model with the target's "
                        "tokenizer) or drafter.model (fields of a random one); for a target without one use "
                        "--config.drafter.kind=ngram")
     small = families.from_fields(dict(model_fields), config.seed + 1)
-    if kind == "draft_model":
-      return specjax.drafters.DraftModel(small)
-    opts = specjax.drafters.make_options(kind, options)
-    paths = tuple(map(tuple, specjax.tree.parse_chain_paths(opts.paths))) if opts.paths else ()
-    return specjax.drafters.SpecInfer(small, tuple(opts.children), opts.siblings, paths)
+    return specjax.drafters.build(kind, options, target, model=small)
   return specjax.drafters.build(kind, options, target)
+
+
+def uses_small_model(kind: str) -> bool:
+  """Whether the kind drafts with a separate small model (its declaration's ``small_model``)."""
+  return specjax.drafters.spec(kind).small_model is not None
 
 
 def small_model_spec(config) -> dict | None:
@@ -235,7 +268,7 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   with specjax.sharding.decode_context(mesh):  # c, v: the drafter's round and the verify pass vs one step
     c, v = measure.costs(target, drafter, prompts[:rows], lengths[:rows], gamma, num_nodes, sampling, max_len)
   adaptive = None
-  if config.adaptive and tree is None:
+  if config.adaptive and (tree is None or drafter.tree_budgets):  # chains, or static trees with node budgets
     adaptive = settings
     if config.verify_slope < 0:  # a round at every compiled width, measured in the loop on these prompts
       _say(verbose, "compiling speculative decoding; timing its rounds at each verify width")
@@ -287,7 +320,7 @@ def _what(spec) -> str:
 def _model_infos(config) -> list:
   """``[(name, ModelInfo)]`` of the target and the drafter's own weights, from metadata."""
   infos = [("target", preflight.describe(config.target))]
-  if config.drafter.kind in SMALL_MODEL_KINDS:
+  if uses_small_model(config.drafter.kind):
     spec = small_model_spec(config)
     infos.append(("drafter", preflight.describe(spec) if spec else None))
   elif config.drafter.get("checkpoint"):
@@ -341,15 +374,16 @@ def _cache_length(config, target, prompts, lengths, num_nodes: int, infos) -> in
 
 def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v, gamma, adaptive, common):
   st = spec.stats
-  mean_width = float(np.dot(st.get("verify_widths", [gamma]), st["width_histogram"])
-                     / max(sum(st["width_histogram"]), 1))
+  drafted = gamma if drafter.tree is None else drafter.tree.num_nodes - 1  # per full verify pass
+  widths = st.get("verify_widths", st.get("verify_budgets", [drafted]))  # a tree's budgets count nodes
+  mean_width = float(np.dot(widths, st["width_histogram"]) / max(sum(st["width_histogram"]), 1))
   return {
       "target": str(config.target.get("checkpoint") or "random init"),
       "eos_id": common["eos_id"],
       "drafter": config.drafter.kind,
       "drafter_options": drafter_options(config),
       "gamma": gamma,
-      "drafted_nodes": gamma if drafter.tree is None else drafter.tree.num_nodes - 1,  # per verify pass
+      "drafted_nodes": drafted,  # per full verify pass
       "batch_size": int(common.get("batch_size", prompts.shape[0])),
       "num_prompts": int(prompts.shape[0]),
       "refill": "batch_size" in common,
@@ -361,6 +395,7 @@ def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v,
       "width_histogram": st["width_histogram"],
       "idle_rounds": st["idle_rounds"],
       "verify_widths": st.get("verify_widths", [gamma]),
+      "verify_budgets": st.get("verify_budgets"),  # a static tree's node budgets (width_histogram counts them)
       "tokens_per_s": float(np.sum(spec.lengths) / t_spec),
       "baseline_tokens_per_s": float(np.sum(base.lengths) / t_base),
       "speedup": t_base / t_spec * float(np.sum(spec.lengths)) / max(float(np.sum(base.lengths)), 1.0),
@@ -379,7 +414,7 @@ def _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v,
       # measured tokens per iteration (valid for trees too; adaptive rounds at their mean width, with v
       # interpolated linearly); both use the measured c and v
       "predicted_speedup": float(theory.walltime_improvement(st["alpha"], gamma, c, v)),
-      "expected_speedup": float(st["tokens_per_iteration"] / (gamma * c + 1.0 + (v - 1.0) * mean_width / gamma)),
+      "expected_speedup": float(st["tokens_per_iteration"] / (gamma * c + 1.0 + (v - 1.0) * mean_width / drafted)),
       "target_params": target.num_params,
       "drafter_params": drafter.num_params,
       "identical_to_autoregressive": bool(np.array_equal(spec.tokens, base.tokens)),

@@ -28,19 +28,20 @@ _BANDWIDTH_FACTOR = {"all-reduce": lambda n: 2 * (n - 1) / n, "collective-permut
 def torus_dims(n: int, ndim: int = 3) -> tuple[int, ...]:
   """A balanced factorisation of ``n`` chips into ``ndim`` torus dims (16 -> (4, 2, 2))."""
   dims = [1] * ndim
-  for p in _prime_factors(n):
+  for p in sorted(prime_factors(n), reverse=True):
     dims[dims.index(min(dims))] *= p
   return tuple(sorted(dims, reverse=True))
 
 
-def _prime_factors(n: int) -> list[int]:
+def prime_factors(n: int) -> list[int]:
+  """``n``'s prime factors with repeats, ascending (16 -> 2, 2, 2, 2)."""
   out, p = [], 2
   while n > 1:
     while n % p == 0:
       out.append(p)
       n //= p
     p += 1
-  return sorted(out, reverse=True)
+  return out
 
 
 def hops(op: str, n: int, topology: str = "ring", torus_ndim: int = 3) -> int:

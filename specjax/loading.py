@@ -29,12 +29,9 @@ from specjax import checkpoint, hub, registry
 from specjax.checkpoint import CheckpointError
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.models.store import ASSETS
+from specjax.paths import cache_dir  # noqa: F401  (specjax.loading.cache_dir, as before)
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")
-
-
-def cache_dir() -> pathlib.Path:
-  return pathlib.Path(os.environ.get("SPECJAX_CACHE", pathlib.Path.home() / ".cache" / "specjax"))
 
 
 def load_pretrained(source, *, param_dtype: str | None = "auto", cache: bool = True, verbose: bool = True,

@@ -111,13 +111,14 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   more compile): a run of a few rounds is mostly its fixed per-call cost (dispatch, prefill timing
   error), which would make every width look about as cheap as a plain round."""
   from specjax import decode  # pylint: disable=import-outside-toplevel  (decode sits above this module)
-  widths = adaptive.widths_for(gamma)
+  widths = decode.verify_widths(drafter, adaptive, gamma)  # a chain's draft counts or a tree's node budgets
   def forced(w, kw):
     only_w = dataclasses.replace(adaptive, verify_costs=tuple((x, 1.0 if x == w else 1e6) for x in widths))
     return lambda: decode.speculative_generate(target, drafter, prompts_BxP, lengths_B, gamma=gamma,
                                                adaptive=only_w, **kw)
   runs = {w: forced(w, generate_kw) for w in widths}
-  max_len = generate_kw.get("max_len") or prompts_BxP.shape[1] + generate_kw["max_new_tokens"] + gamma + 1
+  verified = gamma + 1 if drafter.tree is None else drafter.tree.num_nodes
+  max_len = generate_kw.get("max_len") or prompts_BxP.shape[1] + generate_kw["max_new_tokens"] + verified
   rows = generate_kw.get("batch_size") or prompts_BxP.shape[0]  # refill: the first rows' prefill
   prefill = median_time(lambda: _start_cache(target, prompts_BxP[:rows], lengths_B[:rows], max_len), repeats)[1]
   plain = jax.block_until_ready(runs[0]())  # compiles the loop: every width runs this one program

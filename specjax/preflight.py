@@ -64,7 +64,9 @@ def describe(spec) -> ModelInfo | None:
     return None if info is None else dataclasses.replace(info, **dtypes)
   from specjax.models import families  # pylint: disable=import-outside-toplevel
   module_cls, cfg = families.config_from_fields(spec)
-  return ModelInfo(abstract_params(module_cls, cfg), *_kv_shape(cfg), encoder=_is_t5(cfg), **dtypes)
+  family = families.of_config(cfg)
+  return ModelInfo(abstract_params(module_cls, cfg), *family.cache_shape(dataclasses.asdict(cfg)),
+                   encoder=family.encoder_decoder, **dtypes)
 
 
 def describe_checkpoint(source: str) -> ModelInfo | None:
@@ -87,7 +89,8 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
   params = safetensors_params(path)
   if "family" in meta:  # a specjax bundle
     cfg = meta.get("config", {})
-    shape = _kv_shape_fields(cfg, meta["family"])
+    family = _declared_family(meta["family"])
+    shape = _kv_shape_fields(cfg, family)
     context, where = meta.get("context_length"), f"{path}/config.json context_length"
     source_json = path / "source.json"  # a converted GGUF: the file it came from says
     if context is None and source_json.is_file():
@@ -95,9 +98,11 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
       if gguf.suffix == ".gguf" and gguf.is_file():
         info = gguf_info(gguf, gguf.name)
         context, where = info.context, info.context_source
-    return ModelInfo(params, *shape, encoder=meta["family"] == "t5", context=context,
+    return ModelInfo(params, *shape, encoder=bool(family and family.encoder_decoder), context=context,
                      context_source=where if context else "")
-  t5 = meta.get("model_type") == "t5"  # relative positions: no fixed context
+  from specjax.models import families  # pylint: disable=import-outside-toplevel
+  family = families.of_hf_model_type(meta.get("model_type"))
+  t5 = bool(family and family.encoder_decoder)  # T5's relative positions: no fixed context
   heads = int(meta.get("num_attention_heads", meta.get("num_heads", 1)) or 1)
   if t5:
     shape = (int(meta.get("num_decoder_layers") or meta.get("num_layers", 0)), heads, int(meta.get("d_kv", 0)))
@@ -115,32 +120,28 @@ def safetensors_params(folder: pathlib.Path) -> int:
   return sum(math.prod(entry["shape"]) for f in files for entry, _ in read_safetensors_header(f).values())
 
 
-def _is_t5(cfg) -> bool:
-  return hasattr(cfg, "num_decoder_layers")
+def _declared_family(name):
+  """The declared model family of a bundle (None: a bundle of none, e.g. a draft_lm)."""
+  from specjax.models import families  # pylint: disable=import-outside-toplevel
+  return families.family(name) if name in families.names() else None
 
 
-def _kv_shape(cfg) -> tuple:
-  return cfg.num_layers, cfg.num_kv_heads, cfg.head_dim
-
-
-def _kv_shape_fields(fields: dict, family: str) -> tuple:
-  """A bundle's cache shape: T5's decoder, or any family with layers of KV heads (heads: none)."""
-  if family == "t5":
-    return int(fields.get("num_decoder_layers", 0)), int(fields.get("num_heads", 0)), int(fields.get("head_dim", 0))
+def _kv_shape_fields(fields: dict, family) -> tuple:
+  """A bundle's cache shape: its family's declared fields, or any model with layers of KV heads (heads: none)."""
+  if family is not None:
+    return family.cache_shape(fields)
   if "num_layers" not in fields or "head_dim" not in fields:
     return 0, 0, 0
   return (int(fields["num_layers"]), int(fields.get("num_kv_heads", fields.get("num_heads", 0))),
           int(fields["head_dim"]))
 
 
-_LAYER_FIELDS = ("num_layers", "num_encoder_layers", "num_decoder_layers")
-
-
 def abstract_params(module_cls, cfg) -> int:
   """Parameter count from abstract shapes. Tracing a deep model's init takes seconds, so a
   1-layer and a 2-layer copy are traced and the per-layer count extrapolated (layers are alike:
   per-layer windows change no shapes, T5's relative bias lives in layer 0 alone)."""
-  fields = [f.name for f in dataclasses.fields(cfg) if f.name in _LAYER_FIELDS]
+  from specjax.models import families  # pylint: disable=import-outside-toplevel
+  fields = [f.name for f in dataclasses.fields(cfg) if f.name in families.layer_fields()]
   if sum(getattr(cfg, f) for f in fields) <= 2 * len(fields) + 1:
     return _count(module_cls, cfg)
   ones = {f: 1 for f in fields}

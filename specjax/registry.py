@@ -25,6 +25,7 @@ import zipfile
 from typing import Callable
 
 from specjax.checkpoint import CheckpointError
+from specjax.paths import cache_dir
 
 _CHUNK = 1 << 20
 
@@ -39,7 +40,6 @@ class WheelParts:
 
   @property
   def path(self) -> pathlib.Path:
-    from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel  # loading imports us
     return cache_dir() / "files" / self.filename
 
 

@@ -104,7 +104,13 @@ def print_report(s, prompts, lengths, spec, tok, sampling, text: bool = True):
         f"{s['expected_speedup']:.2f}x from the measured tokens per iteration")
   print(f"mean accepted {s['mean_accepted']:.2f} of {s['mean_submitted']:.2f} submitted drafts/iteration; "
         f"per position {s['acceptance_per_position']}")
-  if s["adaptive"] is not None:
+  if s["adaptive"] is not None and s.get("verify_budgets"):  # a static tree cut to a node budget per round
+    costs = s["adaptive"].get("verify_costs") or ()
+    print(f"adaptive node budget: rounds at budgets {s['verify_budgets']} nodes: {s['width_histogram']}; tree depth "
+          f"offered 0..{s['gamma']} {s['submitted_histogram']} times"
+          + (f"; cost of a round per budget in plain rounds, measured in the loop: "
+             f"{', '.join(f'{w}: {v:.2f}' for w, v in costs)}" if costs else ""))
+  elif s["adaptive"] is not None:
     costs = s["adaptive"].get("verify_costs") or ()
     print(f"adaptive draft length: rows submitted 0..{s['gamma']} drafts {s['submitted_histogram']} times; "
           f"verify widths {s['verify_widths']} ran {s['width_histogram']} times"

@@ -27,6 +27,8 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
+from specjax.config_util import split_drafter_overrides
+
 _DEFAULT_CONFIG = pathlib.Path(__file__).parent.parent / "configs" / "smollm2_135m.py"
 
 
@@ -48,11 +50,12 @@ def _bad_override(e: BaseException):
     print(f"error: config key {text!r} is now --config.{MOVED[text]}", file=sys.stderr)
   else:
     print(f"error: the config has no key {text!r} to override (the command line sets only keys the config "
-          "file defines; a drafter kind's options are in configs whose drafter section is of that kind, "
-          "e.g. configs/eagle_demo.py for drafter.tree)", file=sys.stderr)
+          "file defines; --config.drafter.kind=KIND brings KIND's options)", file=sys.stderr)
   sys.exit(2)
 
 
+# the drafter's options are set once its kind is known (a user module may define it): experiment.apply_drafter_overrides
+sys.argv[:], _DRAFTER_OVERRIDES = split_drafter_overrides(sys.argv)
 try:  # config_flags applies the --config.KEY overrides while defining the flag
   _CONFIG = config_flags.DEFINE_config_file("config", str(_DEFAULT_CONFIG), "experiment config file")
 except (AttributeError, KeyError, TypeError, ValueError) as _e:
@@ -84,7 +87,7 @@ def _setup_jax() -> None:
   """CLI-only JAX settings: the persistent compilation cache, and no backend-probe noise."""
   import jax  # pylint: disable=import-outside-toplevel
   if _COMPILATION_CACHE.value and not jax.config.jax_compilation_cache_dir:
-    from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel
+    from specjax.paths import cache_dir  # pylint: disable=import-outside-toplevel
     jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
     # the default (1 s) skips most programs of a small model; on a few CPU cores they add up
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
@@ -102,6 +105,7 @@ def main(argv):
   config = _CONFIG.value
   _setup_jax()
   try:
+    experiment.apply_drafter_overrides(config, _DRAFTER_OVERRIDES)
     _choose_prompts(config)
     if _DRY_RUN.value:
       from specjax import dryrun  # pylint: disable=import-outside-toplevel

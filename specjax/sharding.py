@@ -41,6 +41,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from specjax.latency import prime_factors
+
 MESH_AXES = ("data", "model")
 log = logging.getLogger(__name__)
 
@@ -117,16 +119,6 @@ def mesh_shape_str(mesh: Mesh) -> str:
   return "x".join(str(v) for v in sizes.values())
 
 
-def _prime_factors(n: int) -> list[int]:
-  out, p = [], 2
-  while n > 1:
-    while n % p == 0:
-      out.append(p)
-      n //= p
-    p += 1
-  return out  # ascending: more prefixes to choose from (16 -> 2, 4, 8, 16)
-
-
 def _model_subaxes(mesh) -> tuple[str, ...]:
   return tuple(a for a in mesh.axis_names if a.startswith("model_"))
 
@@ -140,9 +132,9 @@ def factored_mesh(mesh):
   4 heads on model=8 split 4 ways. Meshes without a ``model`` axis wider than a prime come back as is.
   """
   names = tuple(mesh.axis_names)
-  if "model" not in names or len(_prime_factors(mesh.shape["model"])) < 2:
+  if "model" not in names or len(prime_factors(mesh.shape["model"])) < 2:
     return mesh
-  factors = _prime_factors(mesh.shape["model"])
+  factors = prime_factors(mesh.shape["model"])  # ascending: more prefixes to choose from (16 -> 2, 4, 8, 16)
   new_names, sizes = [], []
   for a in names:
     if a == "model":

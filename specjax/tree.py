@@ -245,7 +245,8 @@ def siblings_lossy_reason(siblings: str, sampling) -> str | None:
   if siblings not in SIBLINGS:
     raise ValueError(f"unknown siblings mode {siblings!r}; expected one of {SIBLINGS}")
   if siblings in ("topk", "topk_lossy") and not sampling.greedy:
-    return (f"deterministic top-k siblings ({siblings!r}) are exact only for greedy decoding (temperature 0), "
+    return (f"top-k siblings verified against the drafter's softmax q ({siblings!r}) are exact only for greedy "
+            f"decoding (temperature 0; deterministic drafts verified as one-hot proposals, q=None, are exact), "
             f"got temperature={sampling.temperature}; sample siblings ('iid' or 'without_replacement')")
   return None
 

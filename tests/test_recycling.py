@@ -19,6 +19,7 @@ from specjax import tree as tree_lib
 from specjax.bench import exactness
 from specjax.bench import exactness_configs as cfgs
 from specjax.drafters import recycling
+from specjax.kinds import recycling as recycling_kind
 
 
 def test_template_checks_and_shape():
@@ -93,7 +94,7 @@ def test_greedy_budgets_learning_and_refill_equal_autoregressive():
 def test_sampled_with_varying_budgets_is_exact():
   """The matrix's recycling template with budgets 0, 2, 5 chosen at a real verify cost: every budget
   runs, and the 3-token joint passes the chi-squared test."""
-  drafter = recycling.Recycling.create(cfgs.V, 2, cfgs.RECYCLING_PATHS, (0, 2, 5))
+  drafter = recycling.Recycling.create(cfgs.V, 2, recycling_kind.MATRIX_PATHS, (0, 2, 5))
   adaptive = specjax.Adaptive(verify_costs=((2, 1.45), (5, 1.75)))  # budgets 0, 2 and 5 all win some rounds
   rows = 10_000
   prompts, lengths, batch_size, group = exactness.sampled_batch("refill", rows)

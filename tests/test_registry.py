@@ -1,4 +1,5 @@
 """The drafter registry: a drafter written outside specjax registers itself and runs unchanged."""
+import dataclasses
 import importlib
 import sys
 import textwrap
@@ -120,3 +121,102 @@ def test_head_drafters_take_the_loops_prefill(monkeypatch, kind):
   np.testing.assert_array_equal(out.tokens, specjax.generate(target, prompts, lengths, max_new_tokens=6).tokens)
   with pytest.raises(AssertionError, match="second time"):  # outside the loop the fallback is what runs
     drafter.init(target, prompts, lengths, 12)
+
+
+def test_a_kind_is_one_declaration_checked_when_registered(monkeypatch):
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  spec = specjax.drafters.spec("ngram")
+  assert spec.options is specjax.drafters.options_class("ngram") and spec.label == "n-gram"
+  assert {c.name for c in spec.exactness_cases()} >= {"ngram/n=2"}
+  build = lambda options, target: specjax.drafters.NGram()  # noqa: E731
+  with pytest.raises(TypeError, match="frozen"):
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(
+        kind="unfrozen", build=build, options=dataclasses.make_dataclass("O", [], bases=(specjax.drafters.Options,))))
+  with pytest.raises(TypeError, match=r"build\(options, target\)"):
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(kind="one_arg", build=lambda options: None))
+  with pytest.raises(ValueError, match="must be named 'named'"):
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(
+        kind="named", build=build, cases=(specjax.drafters.Case("other/n=2", ("n",), build),)))
+  assert "unfrozen" not in specjax.drafters.kinds() and "named" not in specjax.drafters.kinds()
+
+
+def test_a_drafter_that_is_not_a_pytree_is_refused_at_build_naming_the_fix(monkeypatch):
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  class NotAPytree(specjax.drafters.Drafter):  # no @flax.struct.dataclass
+    kind = "not_a_pytree"
+
+    def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+      return ()
+
+    def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+      raise AssertionError("never reached")
+
+  specjax.drafters.register("not_a_pytree", lambda options, target: NotAPytree())
+  with pytest.raises(TypeError, match=r"not a registered pytree: decorate the class with @flax.struct.dataclass"):
+    specjax.drafters.build("not_a_pytree", {}, testing.tiny_decoder(vocab_size=32))
+
+
+USER_KIND = textwrap.dedent('''
+    """A user's kind declared with its exactness cases: proposes the row's last token again."""
+    import dataclasses
+
+    import flax
+    import jax.numpy as jnp
+
+    import specjax
+    from specjax.models import kv_cache
+
+
+    @flax.struct.dataclass
+    class RepeatAgain(specjax.drafters.Drafter):
+      kind = "repeat_again"
+
+      def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
+        return ()
+
+      def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):
+        last_B = kv_cache.gather_rows(tokens_BxS, (seq_len_B - 1)[:, None])[:, 0]
+        return state, specjax.drafters.Draft(jnp.repeat(last_B[:, None], gamma, 1), None)
+
+
+    specjax.drafters.register_kind(specjax.drafters.KindSpec(
+        kind="repeat_again", build=lambda options, target: RepeatAgain(),
+        cases=(specjax.drafters.Case("repeat_again", (), lambda models: RepeatAgain()),)))
+''')
+
+
+def test_the_exactness_command_runs_a_users_kind_from_its_module(tmp_path, monkeypatch, capsys):
+  from specjax.bench import exactness  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  (tmp_path / "my_kind.py").write_text(USER_KIND)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  argv = ["exactness", "--imports=my_kind", "--kind=repeat_again", "--samplings=greedy", "--shapes=b1"]
+  assert exactness.main(argv) == 0
+  out = capsys.readouterr().out
+  assert "repeat_again" in out and "1 equal" in out and "0 failed" in out
+  assert exactness.main(["exactness", "--kind=ngram,no_such_kind", "--list"]) == 2
+  assert "unknown drafter kind 'no_such_kind'" in capsys.readouterr().err
+
+
+def test_a_kind_switch_on_the_command_line_brings_that_kinds_options(user_module):
+  from specjax import config_util  # pylint: disable=import-outside-toplevel
+  argv, overrides = config_util.split_drafter_overrides(
+      ["run", "--config=c.py", "--config.drafter.kind=ngram", "--config.drafter.n=2", "--config.drafter.periodic=false",
+       "--config.temperature=1"])
+  assert argv == ["run", "--config=c.py", "--config.temperature=1"]
+  config = ml_collections.ConfigDict({"target": {}, "drafter": experiment.drafter_section(
+      "draft_model", checkpoint="demo/drafter", gamma=7)})
+  experiment.apply_drafter_overrides(config, overrides)
+  assert dict(config.drafter) == {"kind": "ngram", "gamma": 7, "checkpoint": "demo/drafter", "n": 2, "min_match": 1,
+                                  "periodic": False}
+  drafter = experiment.make_drafter(experiment.normalize(config), testing.tiny_decoder(vocab_size=32))
+  assert (drafter.n, drafter.periodic) == (2, False)
+  # a user's kind, its module named by config.imports, with its own option
+  config = ml_collections.ConfigDict({"target": {}, "imports": (user_module,),
+                                      "drafter": experiment.drafter_section("ngram")})
+  experiment.apply_drafter_overrides(config, {"kind": "repeat_last", "gamma": "3"})
+  assert config.drafter.kind == "repeat_last" and config.drafter.gamma == 3
+  with pytest.raises(ValueError, match=r"drafter kind 'ngram' has no option 'nn' \(did you mean 'n'\?\)"):
+    experiment.apply_drafter_overrides(config, {"kind": "ngram", "nn": "2"})
+  with pytest.raises(ValueError, match=r"--config.drafter.n='two': expected a value of type int"):
+    experiment.apply_drafter_overrides(config, {"kind": "ngram", "n": "two"})

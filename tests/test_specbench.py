@@ -184,3 +184,19 @@ def test_command_end_to_end_on_a_tiny_target(tmp_path, tiny_bundle, capsys):
   assert "--limit" in capsys.readouterr().err
   assert specbench.main(["specbench", *flags, "--acceptance_memory=1.5"]) == 2
   assert "--acceptance_memory" in capsys.readouterr().err
+
+
+def test_recycling_runs_by_name_with_its_budgets_and_memory(tmp_path, tiny_bundle):
+  questions = tmp_path / "q.jsonl"
+  shipped = sp.head(sp.read(sp.SHIPPED), 1)[:2]
+  questions.write_bytes(sp.dumps([dict(r, turns=[r["turns"][0][:200]]) for r in shipped]))
+  out = tmp_path / "out.json"
+  assert specbench.main(["specbench", f"--target={tiny_bundle}", f"--questions={questions}", "--max_new_tokens=8",
+                         "--min_prompt_width=256", "--drafters=recycling", "--adaptive=on", f"--json_out={out}"]) == 0
+  result = json.loads(out.read_text())
+  r = result["drafters"]["recycling"]
+  target = specjax.load_pretrained(tiny_bundle, verbose=False)[0]
+  assert r["memory_bytes"] == target.vocab_size * 8 * 4
+  assert r["overall"]["verify_widths"] == [0, 2, 4, 8] and sum(r["overall"]["width_histogram"]) > 0
+  assert [w for w, _ in r["adaptive"]["verify_costs"]] == [0, 2, 4, 8]  # each budget's round timed in the loop
+  assert r["overall"]["identical_to_autoregressive"] is True

@@ -20,8 +20,8 @@ TASKS = {
     "walltime": "specjax.bench.walltime",
     "hf": "specjax.bench.hf",
     "peers": "specjax.bench.peers",
-    "tables": "specjax.bench.tables",
 }
+MOVED = {"tables": "python tools/tables.py (a tool of the repository: it renders the docs' tables)"}
 
 summary = cli.summary
 
@@ -31,7 +31,7 @@ def usage() -> str:
 
 
 def main(argv) -> int:
-  return cli.dispatch("specjax.bench", TASKS, argv)
+  return cli.dispatch("specjax.bench", TASKS, argv, moved=MOVED)
 
 
 if __name__ == "__main__":

@@ -26,20 +26,24 @@ import json
 
 from specjax.bench import common
 
-CONFIGS = {"draft_model": "demo", "ngram": "demo", "mtp": "mtp_demo", "dflash": "dflash_demo"}
-
-
 def make_drafter(kind, target, drafter_model):
-  """The demo drafter of ``kind`` (configs/<kind>_demo.py) on ``target``."""
+  """The demo drafter of ``kind`` (its declared demo config) on ``target``; kinds that draft with a small
+  model draft with ``drafter_model``."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import experiment  # pylint: disable=import-outside-toplevel
-  from specjax.config_util import sibling_config  # pylint: disable=import-outside-toplevel
-  if kind == "draft_model":
-    return specjax.drafters.DraftModel(drafter_model)
-  config = sibling_config(str(common.REPO / "configs" / "demo.py"), CONFIGS[kind], None)
-  if kind == "ngram":
-    config.drafter = experiment.drafter_section("ngram", gamma=config.drafter.gamma)
-  return experiment.make_drafter(experiment.normalize(config), target)
+  from specjax.bench import families  # pylint: disable=import-outside-toplevel
+  filename, overrides = families.demo_families()[kind]
+  config = families.family_config(kind, filename, overrides, 1, 0.0, pair="", max_new_tokens=1, repeats=1)
+  if experiment.uses_small_model(kind):
+    return specjax.drafters.build(kind, experiment.drafter_options(config), target, model=drafter_model)
+  return experiment.make_drafter(config, target)
+
+
+def demo_kinds() -> list:
+  """The kinds with a demo of their own name (every shipped one)."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  from specjax.bench import families  # pylint: disable=import-outside-toplevel
+  return [k for k in families.demo_families() if k in drafters.kinds()]
 
 
 def _timed(fn):
@@ -148,8 +152,8 @@ def _flags():
   from absl import flags  # pylint: disable=import-outside-toplevel
   fv = flags.FlagValues()
   flags.DEFINE_list("batch_sizes", "1,2,4,8,16,32", "batch sizes of the sweep (refill on)", flag_values=fv)
-  flags.DEFINE_list("drafters", "draft_model,ngram,mtp", f"demo drafters, any of {', '.join(CONFIGS)} "
-                    "(configs/<kind>_demo.py)", flag_values=fv)
+  flags.DEFINE_list("drafters", "draft_model,ngram,mtp", f"demo drafters, any of {', '.join(demo_kinds())} "
+                    "(each kind's demo config)", flag_values=fv)
   flags.DEFINE_integer("num_prompts", 64, "prompts in the queue", flag_values=fv)
   flags.DEFINE_integer("max_new_tokens", 128, "tokens per prompt at most", flag_values=fv)
   flags.DEFINE_integer("gamma", 4, "draft length for every drafter", flag_values=fv)
@@ -161,7 +165,7 @@ def _flags():
 
 def _run(fv) -> int:
   batches = common.parse_list(fv.batch_sizes, int, "batch_sizes", lambda b: b >= 1)
-  kinds = common.parse_list(fv.drafters, str, "drafters", lambda k: k in CONFIGS)
+  kinds = common.parse_list(fv.drafters, str, "drafters", lambda k: k in demo_kinds())
   for name in ("num_prompts", "max_new_tokens", "gamma", "refill_batch"):
     if fv[name].value < 1:
       raise common.UsageError(f"--{name} must be >= 1, got {fv[name].value}")

@@ -3,6 +3,7 @@
   python -m specjax.bench exactness --json_out=exactness.json
   python -m specjax.bench exactness --wrong_rule=no_q_update      # power: touched cells must fail
   python -m specjax.bench exactness --configs=eagle --samplings=t1 --rows=5000
+  python -m specjax.bench exactness --imports=my_drafters --kind=mine   # a kind of your own: its declared cases
 
 For each cell the configuration's ``lossy_reason`` (``specjax.decode.lossy_reason``: the drafter's
 own, plus lenience) is compared with the matrix's expectation (:mod:`specjax.bench.exactness_configs`).
@@ -313,10 +314,15 @@ def format_line(res) -> str:
 
 
 # ----------------------------------------------------------------------------- the matrix
-def select(names=(), sampling_names=(), shapes=()):
+def select(names=(), sampling_names=(), shapes=(), kinds=()):
   """The cells ``(config, sampling, shape)``, filtered: a config is kept when its name contains any of
-  ``names`` (empty: all)."""
-  chosen = [c for c in cfgs.configs() if not names or any(n in c.name for n in names)]
+  ``names`` and its kind is one of ``kinds`` (empty: all)."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  for kind in kinds:
+    if not drafters.spec(kind).exactness_cases():  # an unknown kind: an error naming it
+      raise ValueError(f"drafter kind {kind!r} declares no exactness cases (KindSpec.cases)")
+  chosen = [c for c in cfgs.configs() if (not names or any(n in c.name for n in names))
+            and (not kinds or c.kind in kinds)]
   return [(c, s, sh) for c in chosen for s in (sampling_names or samplings()) for sh in (shapes or SHAPES)]
 
 
@@ -367,6 +373,9 @@ def main(argv) -> int:
   fv = flags.FlagValues()
   flags.DEFINE_integer("rows", ROWS, "samples per sampled cell (one call)", flag_values=fv)
   flags.DEFINE_list("configs", [], "only configurations whose name contains one of these", flag_values=fv)
+  flags.DEFINE_list("kind", [], "only these registered drafter kinds (their declared cases)", flag_values=fv)
+  flags.DEFINE_list("imports", [], "modules imported first: a user's kinds register there (as run's "
+                    "config.imports)", flag_values=fv)
   flags.DEFINE_list("samplings", [], f"only these samplings ({', '.join(samplings())})", flag_values=fv)
   flags.DEFINE_list("shapes", [], f"only these batch shapes ({', '.join(SHAPES)})", flag_values=fv)
   flags.DEFINE_enum("wrong_rule", None, WRONG_RULES, "replace an accept rule: touched exact cells must fail",
@@ -388,10 +397,12 @@ def main(argv) -> int:
       bad = [x for x in getattr(fv, name) if x not in known]
       if bad:
         raise ValueError(f"--{name}: unknown {bad}; expected some of {', '.join(known)}")
-    cells = select(fv.configs, fv.samplings, fv.shapes)
+    import specjax  # pylint: disable=import-outside-toplevel
+    specjax.drafters.import_modules(fv.imports)
+    cells = select(fv.configs, fv.samplings, fv.shapes, fv.kind)
     if not cells:
       raise ValueError(f"--configs={','.join(fv.configs)} matches no configuration")
-  except (flags.Error, ValueError) as e:
+  except (flags.Error, ValueError, ImportError) as e:
     print(f"exactness: {e}", file=sys.stderr)
     return 2
   if fv.list:

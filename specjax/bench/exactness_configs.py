@@ -6,9 +6,9 @@ that every draft depth is accepted in some rounds (so the bonus token after a fu
 is in the tested joint). Weights are leaves of the drafter pytrees: configurations of one family
 that differ only in weights share compiled loops.
 
-Every configuration states the registry kind it stands for, the public options it sets, and
-whether it must be lossy when sampling (``lossy_sampled``). That expectation is written here from
-the rules in docs/design (deterministic top-k siblings, typical acceptance, lenience < 1 and a
+The configurations are the registered kinds' declared cases (``KindSpec.cases``): each states the
+kind it stands for, the public options it sets, and whether it must be lossy when sampling
+(``lossy_sampled``). That expectation is written with the case from the rules in docs/design (top-k siblings verified against a softmax q, typical acceptance, lenience < 1 and a
 selection by the drawn token's own probability are lossy; everything else is exact), so a drafter
 whose own ``lossy_reason`` disagrees is reported as mislabeled, not trusted.
 """
@@ -45,7 +45,7 @@ class Config:
   build: Callable = dataclasses.field(compare=False)
   lossy_sampled: bool = False  # expected: lossy at temperature > 0 (always exact when greedy)
   lenience: float = 1.0
-  adaptive: bool = False       # the loop's adaptive draft length (chains), or node budget (Drafter.tree_budgets)
+  adaptive: bool = False       # the loop's adaptive draft length (chains only)
 
   def drafter(self, greedy: bool = False):
     return self.build(models(greedy))
@@ -94,22 +94,39 @@ LAYERS = (0, 1)  # the target layers EAGLE and DFlash read
 
 
 class Models:
-  """One set of weights per drafter family, built on first use. Sampled cells use random ones, far
-  from the target (a wrong rule then shows); greedy cells (``greedy=True``) use ones close to it, or
-  heads fitted to its greedy text on the matrix's prompts (their first ``FIT_WIDTH`` tokens), so
-  drafts are accepted at every depth, and rejected past what was fitted."""
+  """The matrix's tiny models, built on first use: the target, a small model, a truncated vocabulary
+  and a corpus; a kind's own weights (its heads) come from its cases through :meth:`weights`, once
+  per set. Sampled cells use random weights, far from the target (a wrong rule then shows); greedy
+  cells (``greedy=True``) use ones close to it, or heads fitted to its greedy text on the matrix's
+  prompts (their first ``FIT_WIDTH`` tokens, :meth:`refit`), so drafts are accepted at every depth,
+  and rejected past what was fitted."""
+  gamma = GAMMA    # drafts per round and tree depth
+  layers = LAYERS  # target layers a feature-reading head fuses
 
   def __init__(self, greedy: bool):
     self.greedy = greedy
     self.target = target(greedy)
+    self._weights = {}
+
+  def weights(self, name: str, make: Callable):
+    """``make(self)``, built once per set of models (a kind's heads: ``m.weights("mtp", tiny_head)``)."""
+    if name not in self._weights:
+      self._weights[name] = make(self)
+    return self._weights[name]
 
   @functools.cached_property
-  def _batch(self):
+  def features(self):
+    """The target's features over its greedy text (``tokens``, ``hidden`` and ``layers``' outputs)."""
     from specjax.train import heads as train_heads  # pylint: disable=import-outside-toplevel
     return train_heads.target_features(self.target, greedy_text(self.target, FIT_WIDTH), LAYERS)
 
-  def _refit(self, head, loss_fn):
-    return head.replace(params=_fit(head.params, loss_fn, self._batch)) if self.greedy else head
+  def fit(self, params, loss_fn, batch):
+    """``params`` after Adam steps of ``loss_fn(params, batch)`` (greedy heads)."""
+    return _fit(params, loss_fn, batch)
+
+  def refit(self, head, loss_fn):
+    """A head fitted on :attr:`features` when greedy, else as it is."""
+    return head.replace(params=_fit(head.params, loss_fn, self.features)) if self.greedy else head
 
   @functools.cached_property
   def small(self):  # draft model: 1 layer, random; greedy: the target perturbed by 15%
@@ -137,57 +154,6 @@ class Models:
     return draft_lm.init(cfg, self.target, seed=3)
 
   @functools.cached_property
-  def mtp(self):
-    from specjax.models import heads  # pylint: disable=import-outside-toplevel
-    from specjax.train import heads as train_heads  # pylint: disable=import-outside-toplevel
-    head = heads.init_head(heads.MTPHead(heads.MTPConfig(vocab_size=V, d_model=self.target.config.d_model,
-                                                         mlp_dim=64)), 4)
-    return self._refit(head, train_heads.mtp_loss(head.module, self.target, depth=GAMMA))
-
-  @functools.cached_property
-  def dflash(self):
-    from specjax.models import block_drafter, heads  # pylint: disable=import-outside-toplevel
-    from specjax.train import heads as train_heads  # pylint: disable=import-outside-toplevel
-    head = heads.init_head(block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
-        vocab_size=V, d_model=self.target.config.d_model, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8,
-        mlp_dim=64, target_layers=LAYERS, block_size=GAMMA + 1)), 5)
-    if not self.greedy:
-      return head
-    width = self._batch["tokens"].shape[1]
-    anchors = np.tile(np.arange(1, width - GAMMA, dtype=np.int32)[None], (len(self._batch["tokens"]), 1))
-    return head.replace(params=_fit(head.params, train_heads.dflash_loss(head.module, self.target),
-                                    dict(self._batch, anchors=anchors)))
-
-  def _eagle(self, seed, lm_scale, k=0):
-    from specjax.models import eagle_head, heads  # pylint: disable=import-outside-toplevel
-    from specjax.train import eagle as train_eagle  # pylint: disable=import-outside-toplevel
-    head = heads.init_head(eagle_head.EagleHead(eagle_head.EagleConfig(
-        vocab_size=V, d_model=self.target.config.d_model, num_heads=4, num_kv_heads=2, head_dim=8, mlp_dim=64,
-        target_layers=LAYERS, draft_vocab_size=k)), seed)
-    head = head.replace(params=dict(head.params, lm_head=head.params["lm_head"] * lm_scale))
-    return self._refit(head, train_eagle.eagle_loss(head.module, self.target, depth=GAMMA,
-                                                    subset_K=self.subset_K if k else None))
-
-  @functools.cached_property
-  def eagle(self):
-    return self._eagle(1, 2.0)
-
-  @functools.cached_property
-  def eagle_k(self):  # an EAGLE-3 head with a 5-token draft vocabulary (d2t: subset_K)
-    return self._eagle(2, 1.0, k=5)
-
-  @functools.cached_property
-  def medusa_heads(self):
-    from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
-    from specjax.train import medusa as train_medusa  # pylint: disable=import-outside-toplevel
-    heads = medusa.init_heads(None, GAMMA, self.target.config.d_model)
-    heads["w_KxExE"] = 0.5 * jax.random.normal(jax.random.PRNGKey(1), heads["w_KxExE"].shape) / 6
-    if not self.greedy:
-      return heads
-    return _fit(heads, train_medusa.medusa_kl_loss(medusa.target_lm_head(self.target), GAMMA),
-                {"tokens": self._batch["tokens"], "hidden": self._batch["hidden"]})
-
-  @functools.cached_property
   def corpus(self):  # table drafters count it: random tokens; greedy: the target's greedy text
     return greedy_text(self.target, FIT_WIDTH) if self.greedy else np.random.RandomState(0).randint(0, V, 500)
 
@@ -198,179 +164,9 @@ def models(greedy: bool = False) -> Models:
   return Models(greedy)
 
 
-# ----------------------------------------------------------------------------- builders
-def _d():
-  from specjax import drafters  # pylint: disable=import-outside-toplevel
-  return drafters
-
-
-def _tree():
-  from specjax import tree  # pylint: disable=import-outside-toplevel
-  return tree
-
-
-def _specinfer(m, children=(2, 2), siblings="without_replacement", paths=(), subset=False, sharp=True):
-  return _d().SpecInfer(m.sharp if sharp else m.small, children=children, siblings=siblings, paths=paths,
-                        subset_K=m.subset_K if subset else None)
-
-
-def _medusa(m, paths, acceptance="rejection", subset=False):
-  return _d().Medusa.create(m.target, m.medusa_heads, paths=paths, acceptance=acceptance,
-                            subset_K=m.subset_K if subset else None)
-
-
-def _eagle(m, shape, siblings="without_replacement", score="rank", subset=False):
-  head, subset_K = (m.eagle_k, m.subset_K) if subset else (m.eagle, None)
-  if shape == "chain":
-    return _d().Eagle(head, subset_K, siblings=siblings)
-  if shape == "static":
-    return _d().Eagle(head, subset_K, paths=tuple(_tree().full_paths((3, 2))), siblings=siblings)
-  return _d().Eagle(head, subset_K, dynamic=_d().DynamicTree(GAMMA, 3, 4, score=score))
-
-
-SIBLINGS = ("iid", "without_replacement", "topk", "topk_lossy")
-LOSSY_SIBLINGS = ("topk", "topk_lossy")  # deterministic top-k drafts are exact only when greedy
-
-
 def configs() -> tuple[Config, ...]:
-  """Every public drafter kind and option the matrix covers."""
-  c = [
-      Config("draft_model", "draft_model", (), lambda m: _d().DraftModel(m.small)),
-      Config("draft_model/subset", "draft_model", ("subset_K",), lambda m: _d().DraftModel(m.draft_lm, m.subset_K)),
-      Config("draft_model/lenience=0.5", "draft_model", ("lenience",), lambda m: _d().DraftModel(m.small),
-             lossy_sampled=True, lenience=0.5),
-      Config("draft_model/adaptive", "draft_model", ("adaptive",), lambda m: _d().DraftModel(m.small),
-             adaptive=True),
-      Config("ngram/n=2", "ngram", ("n",), lambda m: _d().NGram(2)),
-      Config("ngram/n=2,periodic=False", "ngram", ("n", "periodic"), lambda m: _d().NGram(2, periodic=False)),
-      Config("ngram/n=3,min_match=2/adaptive", "ngram", ("n", "min_match", "adaptive"),
-             lambda m: _d().NGram(3, 2), adaptive=True),
-      Config("table/order=2", "table", ("order",), lambda m: _d().TableDrafter.from_corpus(m.corpus, V, order=2)),
-      Config("table/order=1", "table", ("order",), lambda m: _d().TableDrafter.from_corpus(m.corpus, V, order=1)),
-      Config("table/order=2/subset", "table", ("order", "subset_K"),
-             lambda m: _d().TableDrafter.from_corpus(m.corpus, V, order=2, subset_K=np.asarray(m.subset_K))),
-  ]
-  for s in SIBLINGS:
-    c.append(Config(f"specinfer/children=2x2/siblings={s}", "specinfer", ("children", f"siblings={s}"),
-                    functools.partial(_specinfer, siblings=s), lossy_sampled=s in LOSSY_SIBLINGS))
-  c += [
-      Config("specinfer/chain/siblings=iid", "specinfer", ("children", "siblings=iid"),
-             functools.partial(_specinfer, children=(1, 1), siblings="iid", sharp=False)),
-      Config("specinfer/paths=chain2+1x1", "specinfer", ("paths", "siblings=without_replacement"),
-             lambda m: _specinfer(m, paths=tuple(map(tuple, _tree().parse_chain_paths("chain2+1x1"))))),
-      Config("specinfer/children=2x2/subset", "specinfer", ("children", "subset_K"),
-             functools.partial(_specinfer, subset=True)),
-      Config("medusa/tree=dense3x2/rejection", "medusa", ("tree", "top_k", "acceptance=rejection"),
-             lambda m: _medusa(m, _tree().full_paths((3, 2)))),
-      Config("medusa/tree=chain2+1x1/rejection", "medusa", ("tree", "acceptance=rejection"),
-             lambda m: _medusa(m, _tree().parse_chain_paths("chain2+1x1"))),
-      Config("medusa/tree=dense3x2/typical", "medusa", ("tree", "acceptance=typical"),
-             lambda m: _medusa(m, _tree().full_paths((3, 2)), acceptance="typical"), lossy_sampled=True),
-      Config("medusa/tree=dense3x2/subset", "medusa", ("tree", "subset_K"),
-             lambda m: _medusa(m, _tree().full_paths((3, 2)), subset=True)),
-      Config("mtp", "mtp", (), lambda m: _d().MTP(m.mtp)),
-      Config("mtp/subset", "mtp", ("subset_K",), lambda m: _d().MTP(m.mtp, m.subset_K)),
-      Config("mtp/adaptive", "mtp", ("adaptive",), lambda m: _d().MTP(m.mtp), adaptive=True),
-      Config("dflash", "dflash", (), lambda m: _d().DFlash(m.dflash)),
-      Config("dflash/subset", "dflash", ("subset_K",), lambda m: _d().DFlash(m.dflash, m.subset_K)),
-      Config("dflash/adaptive", "dflash", ("adaptive",), lambda m: _d().DFlash(m.dflash), adaptive=True),
-  ]
-  for shape in ("chain", "static"):
-    for s in SIBLINGS:
-      c.append(Config(f"eagle/{shape}/siblings={s}", "eagle",
-                      (f"tree={shape}", f"siblings={s}") + (("paths",) if shape == "static" else ()),
-                      functools.partial(_eagle, shape=shape, siblings=s), lossy_sampled=s in LOSSY_SIBLINGS))
-  for score in ("rank", "drawn"):
-    c.append(Config(f"eagle/dynamic/score={score}", "eagle", ("tree=dynamic", "top_k", "total_tokens", f"score={score}"),
-                    functools.partial(_eagle, shape="dynamic", score=score), lossy_sampled=score == "drawn"))
-  c += [
-      Config("eagle/dynamic/subset", "eagle", ("tree=dynamic", "subset_K"),
-             functools.partial(_eagle, shape="dynamic", subset=True)),
-      Config("eagle/chain/subset", "eagle", ("tree=chain", "subset_K"),
-             functools.partial(_eagle, shape="chain", subset=True)),
-      Config("eagle/chain/adaptive", "eagle", ("tree=chain", "adaptive"), functools.partial(_eagle, shape="chain"),
-             adaptive=True),
-  ]
-  c += recycling_configs()
-  c += _suffix_configs()
-  return tuple(c)
-
-
-# Token Recycling: a depth-2 template with two distinct siblings at the root and at its first child
-RECYCLING_PATHS = ((0,), (1,), (0, 0), (1, 0), (0, 1))
-
-
-def recycling_configs() -> list[Config]:
-  """The successor table starts as ids 0..k-1 in every row and learns inside each cell's loop (shared
-  by every row); with ``adaptive`` each round verifies the first 0, 2 or all 5 nodes."""
-  make = lambda k, budgets: lambda m: _d().Recycling.create(V, k, RECYCLING_PATHS, budgets)
-  return [
-      Config("recycling/k=3", "recycling", ("k", "paths"), make(3, ())),
-      Config("recycling/k=2,budgets=0,2,5/adaptive", "recycling", ("k", "paths", "budgets", "adaptive"),
-             make(2, (0, 2, 5)), adaptive=True),
-  ]
-
-
-@functools.lru_cache(maxsize=None)
-def sampled_text(draws: int = 6, width: int = 6):
-  """The sampled cells' target's own text: ``draws`` continuations of every matrix prompt at T = 1,
-  so that suffix drafts are accepted at every depth (drafts from random text rarely are)."""
-  import specjax  # pylint: disable=import-outside-toplevel
-  rows = [PROMPTS[n] for n in sorted(PROMPTS)] * draws
-  prompts = np.zeros((len(rows), max(map(len, rows))), np.int32)
-  for i, r in enumerate(rows):
-    prompts[i, :len(r)] = r
-  out = specjax.generate(target(False), prompts, np.array([len(r) for r in rows], np.int32), max_new_tokens=width,
-                         sampling=specjax.Sampling(1.0), rng=jax.random.PRNGKey(7))
-  return tuple(tuple(r) + tuple(int(x) for x in c) for r, c in zip(rows, np.asarray(out.tokens)))
-
-
-def _pool(m, capacity=256):
-  """A suffix pool of the target's own text (greedy cells: its greedy text; sampled: T = 1 draws)."""
-  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
-  return suffix.pool_from_corpus(capacity, list(m.corpus) if m.greedy else sampled_text())
-
-
-def _suffix(m, scope="run", **settings):
-  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
-  settings = dict(dict(max_n=4, factor=2.0, min_prob=0.0), **settings)  # factor 2: a 1-token match drafts 2
-  return suffix.Suffix(_pool(m) if scope == "run" else None, scope=scope, **settings)
-
-
-def _from_file(m, kind="suffix", **options):
-  """Through the registry: the pool saved with the target's fingerprint, then loaded by ``pool_file``."""
-  import tempfile  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
-  with tempfile.TemporaryDirectory() as tmp:
-    path = suffix.save_pool(f"{tmp}/pool.npz", _d().build(kind, dict(options, capacity=256), m.target).with_memory(
-        _pool(m)), suffix.hashes(m.target))
-    return _d().build(kind, dict(options, pool_file=str(path), capacity=256, max_n=3, factor=2.0, min_prob=0.0),
-                      m.target)
-
-
-def _hybrid(m, fallback, scope="run"):
-  from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
-  fb = _d().DraftModel(m.small) if fallback == "draft_model" else _d().NGram(2)
-  return suffix.Hybrid(_suffix(m, scope), fb, min_suffix_match=2)
-
-
-def _suffix_configs():
-  settings = ("max_n", "factor", "min_prob")
-  return [
-      Config("suffix/scope=row", "suffix", ("scope=row", "min_match") + settings,
-             lambda m: _suffix(m, "row", max_n=3, min_match=1)),
-      Config("suffix/scope=batch/adaptive", "suffix", ("scope=batch", "adaptive") + settings,
-             lambda m: _suffix(m, "batch", max_n=3), adaptive=True),
-      Config("suffix/scope=run,corpus", "suffix", ("scope=run", "capacity", "corpus", "top") + settings,
-             lambda m: _suffix(m, top=8)),
-      Config("suffix/pool_file", "suffix", ("scope=run", "pool_file", "top") + settings,
-             lambda m: _from_file(m, top=4)),
-      Config("hybrid/fallback=draft_model", "hybrid",
-             ("fallback=draft_model", "min_suffix_match", "scope=run", "capacity", "corpus") + settings,
-             lambda m: _hybrid(m, "draft_model")),
-      Config("hybrid/fallback=draft_model/adaptive", "hybrid", ("fallback=draft_model", "adaptive", "min_suffix_match"),
-             lambda m: _hybrid(m, "draft_model"), adaptive=True),
-      Config("hybrid/fallback=ngram,pool_file", "hybrid",
-             ("fallback=ngram", "scope=run", "min_match", "top", "pool_file", "min_suffix_match") + settings,
-             lambda m: _from_file(m, "hybrid", fallback="ngram", min_match=1, top=4, min_suffix_match=2)),
-  ]
+  """Every registered kind's cases (its ``KindSpec.cases``), in registration order."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  return tuple(Config(c.name, spec.kind, tuple(c.options), c.build, lossy_sampled=c.lossy_sampled,
+                      lenience=c.lenience, adaptive=c.adaptive)
+               for spec in drafters.specs() for c in spec.exactness_cases())

@@ -6,7 +6,7 @@
   python -m specjax.bench families --variant=typical:medusa:drafter.acceptance=typical:allow_lossy=True
   nice -n 10 python -m specjax.bench families --target=smollm2-135m-instruct   # a real target, held-out prompts
 
-**Demo target** (no ``--target``): each family is a config of configs/ (``FAMILIES``), and each
+**Demo target** (no ``--target``): each family is a config of configs/ (a kind's declared demos), and each
 row one ``specjax.experiment.run`` (the CLI's measurement): the autoregressive baseline and the
 speculative run timed alternately in one process (so load drifts hit both), c = one drafting round
 / gamma / one target step, v = one verify pass / one target step, both measured for every drafter.
@@ -35,19 +35,12 @@ import pathlib
 
 from specjax.bench import common
 
-# family -> (config file, overrides)
-FAMILIES = {
-    "draft_model": ("demo.py", {}),
-    "ngram": ("demo.py", {"drafter.kind": "ngram", "drafter.gamma": 4}),
-    "table": ("table_demo.py", {}),
-    "specinfer": ("specinfer_demo.py", {}),
-    "medusa": ("medusa_demo.py", {}),
-    "mtp": ("mtp_demo.py", {}),
-    "dflash": ("dflash_demo.py", {}),
-    "eagle": ("eagle_demo.py", {}),
-    "eagle_static": ("eagle_demo.py", {"drafter.tree": "static"}),
-    "eagle_dynamic": ("eagle_demo.py", {"drafter.tree": "dynamic"}),
-}
+def demo_families() -> dict:
+  """family -> (config file, overrides): every registered kind's demos (``KindSpec.demos``)."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  return {demo.name: (demo.config, dict(demo.overrides)) for spec in drafters.specs() for demo in spec.demos}
+
+
 COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
            "alpha", "mean_accepted", "tokens_per_iteration", "baseline_tokens_per_s", "tokens_per_s", "speedup",
            "expected_speedup", "batch_utilization", "identical_to_autoregressive", "lossy", "acceptance_per_position",
@@ -82,15 +75,16 @@ def parse_variant(text: str) -> tuple:
   """``name:family:key=value:...`` -> (name, config file, overrides)."""
   name, _, rest = text.partition(":")
   family, *pairs = rest.split(":")
-  if family not in FAMILIES:
-    raise common.UsageError(f"--variant {text!r}: unknown family {family!r}; expected one of {list(FAMILIES)}")
-  overrides = dict(FAMILIES[family][1])
+  families = demo_families()
+  if family not in families:
+    raise common.UsageError(f"--variant {text!r}: unknown family {family!r}; expected one of {list(families)}")
+  overrides = dict(families[family][1])
   for pair in pairs:
     key, sep, value = pair.partition("=")
     if not sep:
       raise common.UsageError(f"--variant {text!r}: {pair!r} is not key=value")
     overrides[key] = parse_value(value)
-  return name, FAMILIES[family][0], overrides
+  return name, families[family][0], overrides
 
 
 def family_config(name, filename, overrides, batch, temperature, *, pair: str, max_new_tokens: int, repeats: int):
@@ -101,7 +95,7 @@ def family_config(name, filename, overrides, batch, temperature, *, pair: str, m
     if pair:  # another target: draft models from the pair, heads random (they were trained for the demo)
       other = experiment.normalize(common.load_config_file(pair))
       config.target, config.prompt_len = other.target, other.prompt_len
-      if config.drafter.kind in experiment.SMALL_MODEL_KINDS:
+      if experiment.uses_small_model(config.drafter.kind):
         config.drafter.checkpoint, config.drafter.model = other.drafter.get("checkpoint", ""), other.drafter.get("model")
       else:
         config.drafter.checkpoint = ""
@@ -135,11 +129,12 @@ def run_demo(fv, argv, batches, temps) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
   from specjax import experiment  # pylint: disable=import-outside-toplevel
-  names = list(FAMILIES) if fv.families is None else fv.families
-  unknown = [f for f in names if f not in FAMILIES]
+  families = demo_families()
+  names = list(families) if fv.families is None else fv.families
+  unknown = [f for f in names if f not in families]
   if unknown:
-    raise common.UsageError(f"--families: unknown {unknown}; expected some of {list(FAMILIES)}")
-  sets = [(f, *FAMILIES[f]) for f in names] + [parse_variant(v) for v in fv.variant]
+    raise common.UsageError(f"--families: unknown {unknown}; expected some of {list(families)}")
+  sets = [(f, *families[f]) for f in names] + [parse_variant(v) for v in fv.variant]
   max_new, repeats = fv.max_new_tokens or 192, fv.repeats or 3
   configs = [(s[0], family_config(*s, b, t, pair=fv.pair, max_new_tokens=max_new, repeats=repeats))
              for s in sets for b in batches for t in temps]  # every key checked before anything runs
@@ -177,7 +172,7 @@ def _flags():
   fv = flags.FlagValues()
   flags.DEFINE_string("target", "", "empty: the demo target and configs/; else a real target "
                       "(specjax.load_pretrained) and the drafters trained for it", flag_values=fv)
-  flags.DEFINE_list("families", None, f"rows; demo: any of {', '.join(FAMILIES)} (default all); --target: any of "
+  flags.DEFINE_list("families", None, f"rows; demo: any of {', '.join(demo_families())} (default all); --target: any of "
                     f"{', '.join(families_real.REAL_FAMILIES)} (default draft_lm,ngram)", flag_values=fv)
   flags.DEFINE_multi_string("variant", [], "demo: extra row sets, name:family:key=value:key=value", flag_values=fv)
   flags.DEFINE_string("pair", "", "demo: a config whose target, drafter and prompt_len replace the demo's "

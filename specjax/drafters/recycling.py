@@ -20,8 +20,6 @@ against the running residual (``accept.residual_one_hot``), exact at every tempe
 """
 from __future__ import annotations
 
-import dataclasses
-
 import flax
 import jax
 import jax.numpy as jnp
@@ -29,7 +27,6 @@ import numpy as np
 
 from specjax import tree as tree_lib
 from specjax.drafters.base import Draft, Drafter
-from specjax.drafters.registry import Options
 
 # Token Recycling's shape scaled down to 8 nodes for a CPU: a chain first (budget 2 is a chain of
 # two, budget 4 adds the second successor at depth 1 and a third level), then the next choices.
@@ -126,24 +123,3 @@ class Recycling(Drafter):
     rows_BxT = jnp.where(valid_BxT, verified.fed_BxT, memory.shape[0])  # out of range: dropped
     return memory.at[rows_BxT].set(verified.topk_BxTxK.astype(memory.dtype), mode="drop")
 
-
-@dataclasses.dataclass(frozen=True)
-class RecyclingOptions(Options):
-  """``gamma``: the template's depth (4 for the default paths)."""
-  k: int = 8                      # successors kept per token (the table's width, the verify's top-k)
-  paths: tuple = DEFAULT_PATHS    # the tree template: successor ranks from the last token
-  budgets: tuple = DEFAULT_BUDGETS  # node budgets chosen per round with the adaptive loop (0: a plain step)
-
-  def __post_init__(self):
-    super().__post_init__()
-    if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-      raise ValueError(f"recycling k must be a positive integer (successors per token), got {self.k!r}")
-
-
-def build(options: RecyclingOptions, target) -> Recycling:
-  drafter = Recycling.create(target.vocab_size, options.k, options.paths, options.budgets)
-  depth = drafter.tree.max_depth
-  if options.gamma != depth:
-    raise ValueError(f"drafter gamma={options.gamma} must equal the depth of the recycling template ({depth}); "
-                     f"set drafter.gamma={depth}")
-  return drafter

@@ -1,10 +1,12 @@
-"""The drafter registry: kind name -> (options dataclass, build function).
+"""The drafter registry: kind name -> its :class:`~specjax.drafters.spec.KindSpec`.
 
-``register(kind, build, options=Options)`` makes a drafter buildable by name everywhere: the CLI
-(``config.drafter.kind``), the dry run and the benchmark commands. ``build(options, target)`` gets
-the kind's frozen options dataclass (its defaults are the only defaults) and the loaded target, and
-returns a :class:`specjax.drafters.Drafter`. A drafter in a user's own module registers itself at
-import; the CLI imports the modules listed in ``config.imports`` before it builds anything.
+``register_kind(spec)`` makes a drafter buildable by name everywhere: the CLI
+(``config.drafter.kind``), the dry run, every benchmark command, training and the exactness matrix.
+``build(kind, options, target)`` gets the kind's frozen options dataclass (its defaults are the only
+defaults) and the loaded target, and returns a :class:`specjax.drafters.Drafter`. A drafter in a
+user's own module registers itself at import; the CLI imports the modules listed in
+``config.imports`` before it builds anything. ``register(kind, build, options)`` is the older,
+shorter form of the same.
 
 Every options dataclass has ``gamma`` (drafts per round, or the tree's depth) and ``checkpoint``
 (weights, if the family has any; "" means none / random init where that makes sense).
@@ -12,52 +14,74 @@ Every options dataclass has ``gamma`` (drafts per round, or the tree's depth) an
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Callable
 
+import ml_collections
+
+from specjax.drafters.spec import KindSpec, Options, check, check_drafter
+from specjax.models import heads as heads_lib
 from specjax.suggest import did_you_mean
 
-_REGISTRY: dict[str, tuple[type, Callable]] = {}
+_REGISTRY: dict[str, KindSpec] = {}  # in registration order: the shipped kinds first
+
+__all__ = ["Options", "build", "kinds", "make_options", "options_class", "register", "register_kind", "spec",
+           "specs", "import_modules", "drafter_section"]
 
 
-@dataclasses.dataclass(frozen=True)
-class Options:
-  """The fields every drafter kind takes; kinds subclass this with their own."""
-  gamma: int = 4
-  checkpoint: str = ""
-  seed: int = 0
-
-  def __post_init__(self):
-    if isinstance(self.gamma, bool) or not isinstance(self.gamma, int) or self.gamma < 1:
-      raise ValueError(f"gamma must be an integer >= 1, got {self.gamma!r}")
+def register_kind(kind_spec: KindSpec) -> KindSpec:
+  """Registers (or replaces) a drafter kind after checking its declaration; returns it."""
+  check(kind_spec)
+  if kind_spec.head is not None:
+    heads_lib.register_head(kind_spec.head, kind_spec.head_config)
+  _REGISTRY[kind_spec.kind] = kind_spec
+  return kind_spec
 
 
 def register(kind: str, build: Callable[[Any, Any], Any], options: type = Options) -> None:
-  """Registers (or replaces) a drafter kind. ``options`` must be a frozen dataclass subclassing Options."""
-  if not isinstance(kind, str) or not kind.isidentifier():
-    raise ValueError(f"drafter kind must be an identifier-like string, got {kind!r}")
-  if not (dataclasses.is_dataclass(options) and issubclass(options, Options)):
-    raise TypeError(f"register({kind!r}): options must be a dataclass subclassing "
-                    f"specjax.drafters.Options, got {options!r}")
-  _REGISTRY[kind] = (options, build)
+  """Registers (or replaces) a drafter kind from its build function and options dataclass alone."""
+  register_kind(KindSpec(kind=kind, build=build, options=options))
+
+
+def import_modules(modules) -> None:
+  """Imports a user's modules (``config.imports``, ``--imports``), which register their own kinds."""
+  for module in modules:
+    importlib.import_module(module)
+
+
+def drafter_section(kind: str, **values) -> ml_collections.ConfigDict:
+  """A config's ``drafter`` section: ``kind`` and every option of the kind at its default, then
+  ``values`` (so each option can be overridden from the command line)."""
+  options = dataclasses.asdict(make_options(kind, {}))
+  options.pop("seed")
+  unknown = set(values) - set(options) - {"model"}
+  if unknown:
+    make_options(kind, {k: values[k] for k in unknown})  # raises, naming the key
+  return ml_collections.ConfigDict({"kind": kind, **options, **values})
 
 
 def kinds() -> tuple[str, ...]:
   return tuple(sorted(_REGISTRY))
 
 
-def options_class(kind: str) -> type:
-  return _entry(kind)[0]
+def specs() -> tuple[KindSpec, ...]:
+  """Every registered kind's declaration, in registration order."""
+  return tuple(_REGISTRY.values())
 
 
-def _entry(kind: str):
+def spec(kind: str) -> KindSpec:
   if kind not in _REGISTRY:
     raise ValueError(f"unknown drafter kind {kind!r}{did_you_mean(kind, _REGISTRY)}; registered: {', '.join(kinds())}")
   return _REGISTRY[kind]
 
 
+def options_class(kind: str) -> type:
+  return spec(kind).options
+
+
 def make_options(kind: str, values: dict | None = None):
   """The kind's options from a mapping; an unknown key is an error that names it."""
-  cls = _entry(kind)[0]
+  cls = options_class(kind)
   values = dict(values or {})
   names = [f.name for f in dataclasses.fields(cls)]
   for key in values:
@@ -70,11 +94,21 @@ def make_options(kind: str, values: dict | None = None):
     raise ValueError(f"drafter kind {kind!r}: {e}") from e
 
 
-def build(kind: str, options, target):
-  """A drafter of a registered kind for ``target``; ``options``: the kind's dataclass or a mapping."""
-  cls, fn = _entry(kind)
-  if not isinstance(options, cls):
+def build(kind: str, options, target, model=None):
+  """A drafter of a registered kind for ``target``; ``options``: the kind's dataclass or a mapping.
+
+  ``model``: a small model already in hand, for the kinds that draft with one (``KindSpec.small_model``);
+  then ``options.checkpoint`` is not read.
+  """
+  kind_spec = spec(kind)
+  if not isinstance(options, kind_spec.options):
     options = make_options(kind, options if isinstance(options, dict) else dataclasses.asdict(options))
-  drafter = fn(options, target)
+  if model is None:
+    drafter = kind_spec.build(options, target)
+  elif kind_spec.small_model is None:
+    raise ValueError(f"drafter kind {kind!r} drafts without a separate small model; it takes no model")
+  else:
+    drafter = kind_spec.small_model(options, model)
+  check_drafter(kind, drafter)
   drafter.check_compatible(target)
   return drafter

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax.models import heads, kv_cache
+from specjax.models import kv_cache, layers
 from specjax.models.layers import Init, RMSNorm, attend, param_with_axes, rope
 
 
@@ -80,7 +80,7 @@ class EagleHead(nn.Module):
     self.hidden_norm = RMSNorm(cfg.norm_eps)
     self.mlp_norm = RMSNorm(cfg.norm_eps)
     self.final_norm = RMSNorm(cfg.norm_eps)
-    self.mlp = heads._SwiGLU(e, cfg.mlp_dim, cfg.dtype)  # pylint: disable=protected-access
+    self.mlp = layers.SwiGLU(e, cfg.mlp_dim, cfg.dtype)
     self.lm_head = param_with_axes(self, "lm_head", Init.normal(e ** -0.5), (e, cfg.out_vocab), ("embed", "vocab"))
 
   def project(self, feat_BxTxF):

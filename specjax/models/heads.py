@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from specjax.models import bundle, store
 from specjax.models.store import ASSETS
-from specjax.models.layers import Init, RMSNorm, param_with_axes
+from specjax.models.layers import Init, RMSNorm, SwiGLU, param_with_axes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,20 +32,6 @@ class MTPConfig:
   num_blocks: int = 1    # residual SwiGLU blocks after the input projection
   norm_eps: float = 1e-6
   dtype: str = "float32"
-
-
-class _SwiGLU(nn.Module):
-  d_model: int
-  mlp_dim: int
-  dtype: str
-
-  @nn.compact
-  def __call__(self, x):
-    dt, e, m = jnp.dtype(self.dtype), self.d_model, self.mlp_dim
-    wg = param_with_axes(self, "gate", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
-    wu = param_with_axes(self, "up", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
-    wd = param_with_axes(self, "down", Init.normal(m ** -0.5), (m, e), ("mlp", "embed"))
-    return (jax.nn.silu(x @ wg.astype(dt)) * (x @ wu.astype(dt))) @ wd.astype(dt)
 
 
 class MTPHead(nn.Module):
@@ -62,7 +48,7 @@ class MTPHead(nn.Module):
     w_in = param_with_axes(self, "in_proj", Init.normal((2 * e) ** -0.5), (2 * e, e), ("mlp", "embed"))
     x = x @ w_in.astype(dt)
     for i in range(cfg.num_blocks):
-      x = x + _SwiGLU(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
+      x = x + SwiGLU(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
     return RMSNorm(cfg.norm_eps, name="final_norm")(x)
 
   def dummy_inputs(self):
@@ -129,6 +115,14 @@ def resolve(name) -> pathlib.Path | None:
   return path if path.exists() else None
 
 
+_REGISTERED: dict = {}  # family -> (module class, config class), filled by register_head
+
+
+def register_head(module_cls, config_cls) -> None:
+  """Makes saved heads of ``module_cls.family`` loadable (a drafter kind's ``head``/``head_config`` do this)."""
+  _REGISTERED[module_cls.family] = (module_cls, config_cls)
+
+
 def load_or_init(name: str, module_fn, seed: int, what: str) -> bundle.Model:
   """The head at ``name`` (a folder, or a name under specjax/assets) if it exists, else a random
   ``module_fn()`` head, with a printed note: a random head is exact, just rarely accepted."""
@@ -159,10 +153,9 @@ def save_head(model: bundle.Model, folder, dtype: str = "float32", extra: dict |
 def load_head(folder, family: str | None = None, param_dtype: str = "float32", **config_overrides) -> bundle.Model:
   """Loads a head folder (of ``family`` when given); a missing or corrupt file, another family, or a
   name/shape mismatch raises a CheckpointError naming the file."""
-  from specjax.models.families import HEADS  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(folder)
-  meta = store.read_meta(folder, HEADS if family is None else (family,), "head" if family is None else family)
-  module_cls, config_cls = HEADS[meta["family"]]
+  meta = store.read_meta(folder, _REGISTERED if family is None else (family,), "head" if family is None else family)
+  module_cls, config_cls = _REGISTERED[meta["family"]]
   module = module_cls(store.make_config(config_cls, meta, folder, **config_overrides))
   flat = store.read_params(folder, jnp.dtype(param_dtype))
   return bundle.from_flat(module, flat, source=str(folder / store.WEIGHTS_FILE))

@@ -75,3 +75,18 @@ def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale
   out = (jnp.einsum("bkgts,bksd->btkgd", w[..., :s], v_BxKxSxD)
          + jnp.einsum("bkgtn,bknd->btkgd", w[..., s:], v_new.astype(v_BxKxSxD.dtype)))
   return out.reshape(b, t, h, d)
+
+
+class SwiGLU(nn.Module):
+  """The gated MLP of the drafter heads: ``(silu(x Wg) * (x Wu)) Wd``."""
+  d_model: int
+  mlp_dim: int
+  dtype: str
+
+  @nn.compact
+  def __call__(self, x):
+    dt, e, m = jnp.dtype(self.dtype), self.d_model, self.mlp_dim
+    wg = param_with_axes(self, "gate", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
+    wu = param_with_axes(self, "up", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
+    wd = param_with_axes(self, "down", Init.normal(m ** -0.5), (m, e), ("mlp", "embed"))
+    return (jax.nn.silu(x @ wg.astype(dt)) * (x @ wu.astype(dt))) @ wd.astype(dt)

@@ -3,18 +3,13 @@ from __future__ import annotations
 
 import sys
 
-from specjax import cli
+from specjax import cli, drafters
 
-TASKS = {
-    "demo": "specjax.train.commands.demo",
-    "medusa": "specjax.train.commands.medusa",
-    "mtp": "specjax.train.commands.mtp",
-    "dflash": "specjax.train.commands.dflash",
-    "eagle": "specjax.train.commands.eagle",
-    "data": "specjax.train.commands.data",
-    "draft_model": "specjax.train.commands.draft_model",
-    "t5_ende": "specjax.train.commands.t5_ende",
-}
+# task -> module: the training commands of no drafter kind, then every kind's own (``KindSpec.train``)
+TASKS = {"demo": "specjax.train.commands.demo",
+         **{spec.kind: spec.train for spec in drafters.specs() if spec.train},
+         "data": "specjax.train.commands.data",
+         "t5_ende": "specjax.train.commands.t5_ende"}
 
 summary = cli.summary
 

@@ -1,10 +1,10 @@
 """The measured tables of docs/reproductions.md: the walltime formula, the T5 EnDe pair, the dry runs
-of TPU-sized pairs (registered like :mod:`specjax.bench.table_defs`)."""
+of TPU-sized pairs (registered like ``tools/table_defs.py``'s)."""
 from __future__ import annotations
 
 import re
 
-from specjax.bench.table_kit import Sources, Table, f, n, same, t, table, x
+from table_kit import Sources, Table, f, n, same, t, table, x
 
 
 @table("walltime", "the walltime formula against measured speedups, demo pair, batch 1 "

@@ -1,5 +1,5 @@
 """The pieces every measured table is built from: ``Table``, ``Sources`` (the JSON files a table
-reads), the ``@table`` registry and the cell formats (:mod:`specjax.bench.tables` renders them)."""
+reads), the ``@table`` registry and the cell formats (``tools/tables.py`` renders them)."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,8 +1,8 @@
 """Rewrite the measured tables in README.md and docs/*.md from the benchmark JSON files they cite.
 
-  python -m specjax.bench tables            # rewrite every table region in place
-  python -m specjax.bench tables --check    # exit 1 if a file differs from what this would write
-  python -m specjax.bench tables --list     # the table names and the files each one reads
+  python tools/tables.py            # rewrite every table region in place
+  python tools/tables.py --check    # exit 1 if a file differs from what this would write
+  python tools/tables.py --list     # the table names and the files each one reads
 
 A table region is the text between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->`` in README.md
 or a docs/*.md page; everything between the two markers is replaced by table NAME, rendered from
@@ -21,10 +21,13 @@ import pathlib
 import re
 import sys
 
-from specjax.bench import table_defs, table_defs_reproductions  # noqa: F401  (register every table)
-from specjax.bench.table_kit import TABLES, Sources, TableError
+sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent))  # this repository's specjax (labels)
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+import table_defs  # noqa: F401  (registers its tables)
+import table_defs_reproductions  # noqa: F401  (registers its tables)
+from table_kit import TABLES, Sources, TableError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository (this file: tools/tables.py)
 REGION = re.compile(r"<!-- table:([A-Za-z0-9_-]+) -->\n(.*?)<!-- /table:\1 -->", re.S)
 OPEN = re.compile(r"<!-- table:([A-Za-z0-9_-]+) -->")
 CLOSE = re.compile(r"<!-- /table:([A-Za-z0-9_-]+) -->")
@@ -97,7 +100,7 @@ def main(argv) -> int:
   names = ", ".join(p.relative_to(root).as_posix() for p in stale)
   if args.check:
     if stale:
-      print(f"tables: out of date in {names}; run python -m specjax.bench tables", file=sys.stderr)
+      print(f"tables: out of date in {names}; run python tools/tables.py", file=sys.stderr)
       return 1
     print(f"tables: {len(seen)} tables up to date")
     return 0

@@ -1,0 +1,50 @@
+"""The ``recycling`` kind: Token Recycling (:class:`specjax.drafters.recycling.Recycling`), a successor
+table learned from the verify passes, no weights."""
+from __future__ import annotations
+
+import dataclasses
+
+from specjax import drafters
+from specjax.drafters.recycling import DEFAULT_BUDGETS, DEFAULT_PATHS, Recycling
+
+
+@dataclasses.dataclass(frozen=True)
+class RecyclingOptions(drafters.Options):
+  """``gamma``: the template's depth (4 for the default paths)."""
+  k: int = 8                      # successors kept per token (the table's width, the verify's top-k)
+  paths: tuple = DEFAULT_PATHS    # the tree template: successor ranks from the last token
+  budgets: tuple = DEFAULT_BUDGETS  # node budgets chosen per round with the adaptive loop (0: a plain step)
+
+  def __post_init__(self):
+    super().__post_init__()
+    if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+      raise ValueError(f"recycling k must be a positive integer (successors per token), got {self.k!r}")
+
+
+def build(options: RecyclingOptions, target) -> Recycling:
+  drafter = Recycling.create(target.vocab_size, options.k, tuple(map(tuple, options.paths)), tuple(options.budgets))
+  depth = drafter.tree.max_depth
+  if options.gamma != depth:
+    raise ValueError(f"drafter gamma={options.gamma} must equal the depth of the recycling template ({depth}); "
+                     f"set drafter.gamma={depth}")
+  return drafter
+
+
+# the matrix's template (its depth is the matrix's GAMMA, 2): two distinct siblings at the root and at its
+# first child
+MATRIX_PATHS = ((0,), (1,), (0, 0), (1, 0), (0, 1))
+
+
+def cases() -> tuple[drafters.Case, ...]:
+  """The successor table starts as ids 0..k-1 in every row and learns inside each cell's loop (shared by
+  every row); with ``adaptive`` each round verifies the first 0, 2 or all 5 nodes."""
+  make = lambda k, budgets: lambda m: Recycling.create(m.target.vocab_size, k, MATRIX_PATHS, budgets)
+  return (
+      drafters.Case("recycling/k=3", ("k", "paths"), make(3, ())),
+      drafters.Case("recycling/k=2,budgets=0,2,5/adaptive", ("k", "paths", "budgets", "adaptive"),
+                    make(2, (0, 2, 5)), adaptive=True),
+  )
+
+
+SPEC = drafters.register_kind(drafters.KindSpec(
+    kind="recycling", build=build, options=RecyclingOptions, label="token recycling", cases=cases))
