@@ -467,6 +467,8 @@ def speculative_generate(target, drafter, prompts, prompt_lengths, *, gamma: int
   stats["lossy_reason"] = reason
   if chain_adaptive is not None:
     stats["verify_widths" if tree is None else "verify_budgets"] = list(widths)
+  if memory is not None:  # what the call's finished text teaches (a suffix pool: each prompt and its output)
+    memory = drafter.learn_outputs(memory, prompts, prompt_lengths, tokens, lengths)
   return GenerateOutput(tokens, lengths, stats, drafter.with_memory(memory))
 
 

@@ -108,7 +108,9 @@ GREEDY = [("draft_model/adaptive", "refill"), ("ngram/n=2", "refill"), ("specinf
           ("medusa/tree=dense3x2/subset", "b1"), ("mtp/subset", "refill"), ("eagle/dynamic/score=rank", "ragged"),
           ("table/order=2", "b1"), ("dflash", "ragged"),  # every kind: the smoke subset (tests/smoke.txt) runs these
           ("recycling/k=3", "b1"), ("recycling/k=2,budgets=0,2,5/adaptive", "ragged"),
-          ("recycling/k=2,budgets=0,2,5/adaptive", "refill")]
+          ("recycling/k=2,budgets=0,2,5/adaptive", "refill"),
+          ("suffix/scope=run,corpus", "refill"), ("suffix/scope=batch/adaptive", "refill"),
+          ("hybrid/fallback=draft_model/adaptive", "ragged"), ("hybrid/fallback=ngram,pool_file", "b1")]
 
 
 @pytest.mark.parametrize("name,shape", GREEDY)
@@ -124,7 +126,10 @@ POWER = [("no_residual", "draft_model", "t1_topp0.8", "b1"),
          ("no_q_update", "eagle/dynamic/score=rank", "t1", "b1"),
          ("wrong_bonus", "eagle/static/siblings=iid", "t1", "ragged"),
          # deterministic siblings each tested against p, the residual never updated between them
-         ("no_residual", "recycling/k=3", "t1", "b1")]
+         ("no_residual", "recycling/k=3", "t1", "b1"),
+         # a rejected suffix draft's token left in the residual the bonus token is drawn from
+         ("no_residual", "suffix/scope=run,corpus", "t1", "b1"),
+         ("no_residual", "hybrid/fallback=draft_model", "t1", "ragged")]
 
 
 @pytest.mark.parametrize("rule,name,sampling,shape", POWER)

@@ -14,8 +14,9 @@ from specjax.drafters.mtp import MTP
 from specjax.drafters.dflash import DFlash
 from specjax.drafters.eagle import DynamicTree, Eagle
 from specjax.drafters.recycling import Recycling
+from specjax.drafters.suffix import Hybrid, Suffix
 
 __all__ = ["Case", "Demo", "Draft", "Drafter", "KindSpec", "Prefill", "Options", "build", "drafter_section",
            "import_modules", "kinds", "make_options", "options_class", "register", "register_kind", "spec", "specs",
            "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP", "DFlash", "Eagle", "DynamicTree",
-           "Recycling"]
+           "Recycling", "Suffix", "Hybrid"]

@@ -29,6 +29,10 @@ fields). Per generation the loop calls, inside one ``jax.jit``:
   that does not ask gets the call above, unchanged.
 * ``learn(memory, verified) -> memory`` (drafters with ``memory``): after each round's tokens are
   appended; ``verified`` as above (``topk_BxTxK`` None unless ``verify_topk > 0``).
+* ``learn_outputs(memory, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B) -> memory``
+  (drafters with ``memory``): once after the loop, outside it, with every prompt of the call and its
+  output (host arrays): what whole texts teach (the ``suffix`` pool appends each prompt and its
+  output as one document, which per-round ``learn`` calls interleaved across rows could not).
 * ``idle(state, tokens_BxS, seq_len_B) -> state`` (optional): a round in which the loop decided,
   from the rows' past alone, to verify no draft (the adaptive draft length expects no width to
   pay for its cost): keep the state in step with the committed text without drafting (it may
@@ -198,6 +202,10 @@ class Drafter:
 
   def learn(self, memory, verified: "Verified"):
     del verified
+    return memory
+
+  def learn_outputs(self, memory, prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B):
+    del prompts_BxP, prompt_lengths_B, outputs_BxN, output_lengths_B
     return memory
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill: Prefill | None = None):
