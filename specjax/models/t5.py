@@ -169,11 +169,12 @@ class MLP(nn.Module):
   def __call__(self, x_BxTxE):
     cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
     act = MLP_ACTIVATIONS[cfg.mlp_activation]
+    # gate first: flax draws each param's init key in creation order, so v1.1's random inits stay as they were
+    wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim),
+                         ("embed", "mlp")) if cfg.gated_mlp else None
     wu = param_with_axes(self, "up", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
     wd = param_with_axes(self, "down", Init.normal(cfg.mlp_dim ** -0.5), (cfg.mlp_dim, cfg.d_model), ("mlp", "embed"))
     if cfg.gated_mlp:
-      wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim),
-                           ("embed", "mlp"))
       h = act(x_BxTxE @ wg.astype(dt)) * (x_BxTxE @ wu.astype(dt))
     else:
       h = act(x_BxTxE @ wu.astype(dt))
