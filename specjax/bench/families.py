@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import pathlib
 
 from specjax.bench import common
 

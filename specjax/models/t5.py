@@ -285,7 +285,7 @@ class T5(nn.Module):
 
   def __call__(self, tokens_BxT, positions_BxT=None, cache: T5Cache | None = None, new_mask_TxT=None,
                encoder_tokens=None, encoder_lengths=None):
-    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
+    dt = jnp.dtype(self.cfg.dtype)
     b, t = tokens_BxT.shape
     if new_mask_TxT is None:
       new_mask_TxT = kv_cache.causal_mask(t)
