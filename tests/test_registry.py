@@ -99,6 +99,21 @@ def test_unknown_kinds_and_options_name_the_bad_value():
     specjax.drafters.register("bad", lambda o, t: None, dict)
 
 
+def test_command_line_drafters_read_kind_checkpoint_and_typed_options():
+  parse = specjax.drafters.parse_drafter
+  assert parse("suffix", ["suffix.top=16", "suffix.factor=2", "ngram.gamma=3", "suffix.corpus=/a=b"]) == (
+      "suffix", {"top": 16, "factor": 2.0, "corpus": "/a=b"})  # other kinds' options skipped; float widened
+  assert parse("recycling", ["recycling.budgets=(0,2)"]) == ("recycling", {"budgets": (0, 2)})
+  assert parse("draft_model:some/dir", ["draft_model.gamma=3"]) == ("draft_model",
+                                                                     {"gamma": 3, "checkpoint": "some/dir"})
+  for bad, message in ((["suffix.nope=1"], r"no option 'nope'"), (["suffix.top=x"], r"suffix.top='x': expected int"),
+                       (["suffix.top=1.5"], "expected int"), (["suffixtop=1"], "must read KIND.OPTION=VALUE")):
+    with pytest.raises(ValueError, match=message):
+      parse("suffix", bad)
+  with pytest.raises(ValueError, match="unknown drafter kind 'sufix'"):
+    parse("sufix", [])
+
+
 def test_every_shipped_kind_declares_its_options():
   for kind in ("draft_model", "ngram", "table", "specinfer", "medusa", "mtp", "dflash", "eagle"):
     options = specjax.drafters.make_options(kind, {})

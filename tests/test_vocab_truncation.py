@@ -6,6 +6,8 @@ at gamma 2, so fully accepted chains and their bonus token are in the joint; wit
 two deliberately wrong rules must fail it) and by greedy equality with generate, on the demo target
 with its trained heads and draft model cut to the subset, which accept at every draft depth.
 """
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -279,3 +281,31 @@ def test_generated_shards_and_counts(tmp_path):
   with pytest.raises(ValueError, match="crop=9"):
     generated.crops(tmp_path, "shards", crop=9)
   np.testing.assert_array_equal(generated.eval_prompts(d, n=2, length=1), [[5], [7]])
+  docs = generated.corpus_docs(tmp_path)  # a suffix pool's documents: prompt, then continuation
+  assert [d.tolist() for d in docs] == [[5, 6, 1, 2], [7, 3]]
+  assert [p.tolist() for p in generated.corpus_prompts(tmp_path)] == [[5, 6], [7]]
+
+
+def test_data_from_questions_keeps_whole_chat_prompts(tmp_path):
+  """``train data --questions``: every first turn chat-templated as specbench encodes it, none cut."""
+  from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
+  from specjax.train.commands import data  # pylint: disable=import-outside-toplevel
+
+  class ChatBytes:  # a byte tokenizer with a chat template
+    chat_template = "<u>{content}</u>"
+
+    def apply_chat_template(self, messages):
+      return "".join(f"<u>{m['content']}</u>" for m in messages)
+
+    def encode(self, text, add_special_tokens=True):
+      return list(text.encode())
+
+  tok = ChatBytes()
+  lines = [{"question_id": i, "category": "qa", "turns": ["x" * n]} for i, n in enumerate((90, 3, 20))]
+  path = tmp_path / "q.jsonl"
+  path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+  prompts = data.question_prompts(tok, path)
+  assert prompts["held_out"] == [] and [r["source"] for r in prompts["train"]] == ["qa/1", "qa/2", "qa/0"]
+  assert prompts["train"][2]["ids"] == prompts_lib.encode(tok, "x" * 90, True)
+  assert data.batch_width(prompts["train"], 96, whole=True) == 128 >= len(prompts["train"][2]["ids"])
+  assert data.batch_width(prompts["train"], 96, whole=False) == 96

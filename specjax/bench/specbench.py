@@ -6,7 +6,7 @@
       --drafters=draft_model:qwen2.5-coder-0.5b-instruct --adaptive=on
 
 A drafter is ``KIND[:CHECKPOINT]`` of a registered kind (``specjax.drafters.kinds()``), at the kind's
-default gamma unless ``--gamma`` is given; each runs with the loop's adaptive draft length and/or
+default gamma unless ``--gamma`` is given, with its kind's ``--drafter_option=KIND.OPTION=VALUE``; each runs with the loop's adaptive draft length and/or
 with a fixed one (``--adaptive=on,off``). Adaptive rows use ``--confidence`` (greedy) or
 ``--sampled_confidence`` (temperature > 0) and the cost of a round at each compiled width measured in
 the loop once per drafter (:func:`specjax.measure.loop_costs`, on the first call's prompts at batch
@@ -45,15 +45,30 @@ class InputError(ValueError):
   """Bad input found while setting up (file, checkpoint, drafter spec, prompt): reported in one line."""
 
 
-def make_drafter(spec: str, target, gamma: int = 0):
-  """``(drafter, gamma)`` for ``KIND[:CHECKPOINT]`` from the registry (gamma 0: the kind's default)."""
+def make_drafter(spec: str, target, gamma: int = 0, option_texts=()):
+  """``(drafter, gamma)`` for ``KIND[:CHECKPOINT]`` from the registry, with the ``KIND.OPTION=VALUE``
+  strings of its kind (gamma 0: the kind's default)."""
   import specjax  # pylint: disable=import-outside-toplevel
-  kind, _, checkpoint = spec.partition(":")
-  options = {"checkpoint": checkpoint} if checkpoint else {}
+  kind, options = specjax.drafters.parse_drafter(spec, option_texts)
   if gamma:
     options["gamma"] = gamma
   options = specjax.drafters.make_options(kind, options)
   return specjax.drafters.build(kind, options, target), options.gamma
+
+
+def check_corpus_held_out(spec: str, option_texts, records, rows) -> None:
+  """Refuses a drafter whose ``corpus`` (a ``python -m specjax.train data`` folder) was generated from a
+  question evaluated here: its drafts would copy the target's own answer."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  kind, values = specjax.drafters.parse_drafter(spec, option_texts)
+  if not values.get("corpus"):
+    return
+  from specjax.data import generated  # pylint: disable=import-outside-toplevel
+  seen = {tuple(p) for p in generated.corpus_prompts(values["corpus"])}
+  for record, ids in zip(records, rows):
+    if tuple(int(t) for t in ids) in seen:
+      raise ValueError(f"{kind} corpus {values['corpus']} holds the target's answer to question "
+                       f"{record['question_id']} evaluated here; build the corpus from other questions")
 
 
 def loop_costs(target, drafter, gamma: int, adaptive, call, *, max_new_tokens: int, sampling, eos_id, seed: int,
@@ -184,7 +199,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
               min_prompt_width: int = 64, progress: bool = True, gamma: int = 0, adaptive=("on", "off"),
               confidence: float = 0.4, sampled_confidence: float = 0.0, slope: float = -1.0,
               scale_confidence: bool = True, memory: float = -1.0,
-              stop_at_eos: bool = True) -> dict:
+              stop_at_eos: bool = True, drafter_options=()) -> dict:
   """Every drafter (with and/or without adaptive draft length) against the baseline on ``records``'
   first turns; the JSON-ready result."""
   import specjax  # pylint: disable=import-outside-toplevel
@@ -193,8 +208,10 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
   if chat is None:
     chat = bool(getattr(tokenizer, "chat_template", None))
   try:  # every input error surfaces here, before any compile
-    built = {spec: make_drafter(spec, target, gamma) for spec in drafter_specs}
+    built = {spec: make_drafter(spec, target, gamma, drafter_options) for spec in drafter_specs}
     rows = [prompts_lib.encode(tokenizer, r["turns"][0], chat) for r in records]
+    for spec in drafter_specs:
+      check_corpus_held_out(spec, drafter_options, records, rows)
     calls = make_calls(records, rows, batch_size, min_prompt_width)
   except (ValueError, FileNotFoundError) as e:
     raise InputError(str(e)) from e
@@ -234,6 +251,7 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
         "gamma": drafters[spec][1],
         "drafter_params": int(drafters[spec][0].num_params),
         "memory_bytes": _memory_bytes(drafters[spec][0]),
+        "options": _options_of(spec.split(" ")[0], drafter_options),
         "adaptive": None if settings[spec] is None else dataclasses.asdict(settings[spec]),
         "categories": {g: aggregate([m for m in ms if m["group"] == g], sampling.greedy) for g in groups},
         "overall": aggregate(ms, sampling.greedy),
@@ -248,6 +266,11 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       "drafters": results,
       "calls": [m for ms in per_drafter.values() for m in ms],
   }
+
+
+def _options_of(spec: str, option_texts) -> dict:
+  import specjax  # pylint: disable=import-outside-toplevel
+  return {k: list(v) if isinstance(v, tuple) else v for k, v in specjax.drafters.parse_drafter(spec, option_texts)[1].items()}
 
 
 def _memory_bytes(drafter) -> int:
@@ -293,6 +316,9 @@ def _flags():
   flags.DEFINE_string("target", DEFAULT_TARGET, "anything specjax.load_pretrained takes", flag_values=fv)
   flags.DEFINE_list("drafters", ["ngram"], "comma-separated KIND[:CHECKPOINT], e.g. ngram,mtp:smollm2/mtp",
                     flag_values=fv)
+  flags.DEFINE_multi_string("drafter_option", [], "KIND.OPTION=VALUE for every drafter of that kind, e.g. "
+                            "suffix.corpus=~/.cache/specjax/data/smollm2-135m-instruct-chat (repeatable)",
+                            flag_values=fv)
   flags.DEFINE_integer("gamma", 0, "drafts per round (0: each kind's default)", flag_values=fv)
   flags.DEFINE_list("adaptive", ["on", "off"], "adaptive draft length: on, off, or both (a row each)",
                     flag_values=fv)
@@ -380,7 +406,8 @@ def main(argv) -> int:
                        seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
                        adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence,
                        sampled_confidence=fv.sampled_confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos)
+                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos,
+                       drafter_options=tuple(fv.drafter_option))
   except InputError as e:
     print(f"specbench: {e}", file=sys.stderr)
     return 2

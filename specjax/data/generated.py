@@ -28,6 +28,20 @@ def load_shards(folder, split: str = "shards") -> dict:
   return {k: np.concatenate([p[k] for p in parts]) for k in ("prompts", "prompt_lengths", "tokens", "lengths", "kinds")}
 
 
+def corpus_docs(folder) -> list[np.ndarray]:
+  """Each train row's prompt followed by the target's continuation, in shard order (a suffix pool's
+  documents)."""
+  d = load_shards(pathlib.Path(folder).expanduser())
+  return [np.concatenate([p[:pl], t[:tl]]) for p, pl, t, tl in
+          zip(d["prompts"], d["prompt_lengths"], d["tokens"], d["lengths"])]
+
+
+def corpus_prompts(folder) -> list[np.ndarray]:
+  """Each train row's prompt ids (to check that an evaluated prompt is not among them)."""
+  d = load_shards(pathlib.Path(folder).expanduser())
+  return [p[:pl] for p, pl in zip(d["prompts"], d["prompt_lengths"])]
+
+
 def token_counts(folder, vocab_size: int) -> np.ndarray:
   d = load_shards(folder)
   valid = np.arange(d["tokens"].shape[1])[None] < d["lengths"][:, None]

@@ -26,7 +26,7 @@ from specjax.suggest import did_you_mean
 _REGISTRY: dict[str, KindSpec] = {}  # in registration order: the shipped kinds first
 
 __all__ = ["Options", "build", "kinds", "make_options", "options_class", "register", "register_kind", "spec",
-           "specs", "import_modules", "drafter_section"]
+           "specs", "import_modules", "drafter_section", "parse_drafter", "option_values"]
 
 
 def register_kind(kind_spec: KindSpec) -> KindSpec:
@@ -92,6 +92,58 @@ def make_options(kind: str, values: dict | None = None):
     return cls(**values)
   except (TypeError, ValueError) as e:
     raise ValueError(f"drafter kind {kind!r}: {e}") from e
+
+
+def option_values(kind: str, texts) -> dict:
+  """``{key: value}`` for ``KIND.KEY=VALUE`` strings (command-line drafter options) naming ``kind``;
+  each value is read as the type of the option's default (int, float, bool, str, tuples of these)."""
+  fields = {f.name: f for f in dataclasses.fields(options_class(kind))}
+  defaults = dataclasses.asdict(make_options(kind, {}))
+  values = {}
+  for text in texts:
+    head, eq, value = text.partition("=")
+    owner, dot, key = head.partition(".")
+    if not eq or not dot or not owner or not key:
+      raise ValueError(f"drafter option {text!r} must read KIND.OPTION=VALUE (e.g. suffix.top=16)")
+    if owner != kind:
+      continue
+    if key not in fields:
+      make_options(kind, {key: value})  # raises, naming the key and the kind's options
+    values[key] = _read_value(kind, key, value, defaults[key])
+  return values
+
+
+def _read_value(kind: str, key: str, text: str, default):
+  import ast  # pylint: disable=import-outside-toplevel
+  if isinstance(default, str):
+    return text
+  if isinstance(default, bool):
+    if text.lower() not in ("true", "false", "1", "0"):
+      raise ValueError(f"drafter option {kind}.{key} takes true or false, got {text!r}")
+    return text.lower() in ("true", "1")
+  try:
+    value = ast.literal_eval(text)
+  except (ValueError, SyntaxError) as e:
+    raise ValueError(f"drafter option {kind}.{key}={text!r}: expected {type(default).__name__}") from e
+  if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+    value = float(value)
+  if isinstance(default, tuple) and isinstance(value, list):
+    value = tuple(value)
+  if default is not None and not isinstance(value, type(default)):
+    raise ValueError(f"drafter option {kind}.{key}={text!r}: expected {type(default).__name__}")
+  return value
+
+
+def parse_drafter(text: str, option_texts=()) -> tuple[str, dict]:
+  """``(kind, values)`` for a command-line drafter ``KIND[:CHECKPOINT]`` and ``KIND.OPTION=VALUE``
+  strings (those of other kinds are skipped); the values are checked against the kind's options."""
+  kind, _, checkpoint = text.partition(":")
+  spec(kind)  # an unknown kind names the registered ones
+  values = option_values(kind, option_texts)
+  if checkpoint:
+    values["checkpoint"] = checkpoint
+  make_options(kind, values)
+  return kind, values
 
 
 def build(kind: str, options, target, model=None):

@@ -9,7 +9,6 @@ appended to the pool, oldest first; what does not fit the ``capacity`` is evicte
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 
 import numpy as np
 
@@ -36,20 +35,8 @@ class HybridOptions(SuffixOptions):
   min_suffix_match: int = 3      # shorter suffix matches use the fallback's draft
 
 
-def corpus_docs(folder) -> list:
-  """Each train shard's prompts followed by the target's continuations, in shard order."""
-  shards = sorted((pathlib.Path(folder).expanduser() / "shards").glob("*.npz"))
-  if not shards:
-    raise FileNotFoundError(f"suffix corpus {folder}: no shards/*.npz (write one with `python -m specjax.train data`)")
-  docs = []
-  for shard in shards:
-    with np.load(shard) as z:
-      for p, pl, t, tl in zip(z["prompts"], z["prompt_lengths"], z["tokens"], z["lengths"]):
-        docs.append(np.concatenate([p[:pl], t[:tl]]))
-  return docs
-
-
 def build_suffix(options, target):
+  from specjax.data import generated  # pylint: disable=import-outside-toplevel
   from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
   from specjax.drafters import suffix_index  # pylint: disable=import-outside-toplevel
   settings = dict(max_n=options.max_n, min_match=options.min_match, top=options.top, factor=float(options.factor),
@@ -62,7 +49,7 @@ def build_suffix(options, target):
     raise ValueError("suffix: give pool_file or corpus, not both")
   pool = suffix_index.Pool.create(options.capacity)
   if options.corpus:
-    pool = suffix.pool_from_corpus(options.capacity, corpus_docs(options.corpus))
+    pool = suffix.pool_from_corpus(options.capacity, generated.corpus_docs(options.corpus))
   drafter = suffix.Suffix(pool, scope="run", **settings)
   if options.pool_file:
     drafter = suffix.load_pool(options.pool_file, drafter, suffix.hashes(target))

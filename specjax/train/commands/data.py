@@ -9,6 +9,13 @@ Prompts come from this machine only, three kinds, interleaved in a seeded order:
   msgids from the gettext catalogues' German ``.mo`` files (``specjax.data.ende``);
 * ``text``: plain English: the start of a stdlib docstring, or a run of catalogue msgids (raw).
 
+With ``--questions=FILE`` (a Spec-Bench-format ``question.jsonl``, e.g. specjax's own
+``specjax/assets/specbench/questions.jsonl``) the prompts are instead every question's first turn,
+chat-templated when the tokenizer has a template (kind ``chat``, none held out), as
+``python -m specjax.bench specbench`` encodes them: a corpus of the target's own answers for the
+``suffix`` drafter's ``corpus`` option. Each batch is padded to a power-of-two width (questions are
+taken shortest first), and no prompt is cut.
+
 Held out for evaluation, by source file: stdlib files with ``code_corpus.is_held_out`` and
 catalogues whose name hashes the same way. ``prompts_held_out.json`` keeps those prompts (as
 token ids and text); only train prompts are generated in bulk, plus ``--held_out_rows`` held-out
@@ -117,6 +124,26 @@ def build_prompts(tok, seed: int, code_tokens: int, prompt_len: int):
   return prompts
 
 
+def question_prompts(tok, path) -> dict:
+  """Every question's first turn as a prompt (kind ``chat``), shortest first; none held out."""
+  from specjax import prompts as prompts_lib  # pylint: disable=import-outside-toplevel
+  from specjax.data import specbench_prompts  # pylint: disable=import-outside-toplevel
+  chat = bool(getattr(tok, "chat_template", None))
+  rows = [{"kind": "chat", "source": f"{r['category']}/{r['question_id']}",
+           "ids": prompts_lib.encode(tok, r["turns"][0], chat)} for r in specbench_prompts.read(path)]
+  return {"train": sorted(rows, key=lambda r: len(r["ids"])), "held_out": []}
+
+
+def batch_width(rows, prompt_len: int, whole: bool) -> int:
+  """``prompt_len``, or (``whole``: prompts are never cut) the batch's longest, to a power of two."""
+  if not whole:
+    return prompt_len
+  width = 64
+  while width < max(len(r["ids"]) for r in rows):
+    width *= 2
+  return width
+
+
 def batch_arrays(rows, prompt_len, pad_id):
   ids = np.full((len(rows), prompt_len), pad_id, np.int32)
   lengths = np.array([len(r["ids"]) for r in rows], np.int32)
@@ -126,7 +153,7 @@ def batch_arrays(rows, prompt_len, pad_id):
 
 
 def generate_shard(opt, target, rows, tok, path: pathlib.Path):
-  prompts, lengths = batch_arrays(rows, opt.prompt_len, tok.pad_id)
+  prompts, lengths = batch_arrays(rows, batch_width(rows, opt.prompt_len, bool(opt.questions)), tok.pad_id)
   t0 = time.perf_counter()
   out = specjax.generate(target, prompts, lengths, max_new_tokens=opt.max_new_tokens, eos_id=tok.eos_id,
                          pad_id=tok.pad_id)
@@ -149,22 +176,26 @@ def translate_prompt(tok, en: str) -> str:
 
 
 def run(opt) -> int:
-  out = pathlib.Path(opt.out or default_out(opt.target)).expanduser()
+  default = default_out(opt.target)
+  out = pathlib.Path(opt.out or (default.with_name(default.name + "-chat") if opt.questions else default)).expanduser()
   (out / "shards").mkdir(parents=True, exist_ok=True)
   target, tok = specjax.load_pretrained(opt.target)
   prompts_path = out / "prompts.json"
   if prompts_path.is_file():
     prompts = json.loads(prompts_path.read_text())
+  elif opt.questions:
+    prompts = question_prompts(tok, opt.questions)
+    prompts_path.write_text(json.dumps(prompts))
   else:
     prompts = build_prompts(tok, opt.seed, opt.code_prompt_tokens, opt.prompt_len)
     prompts_path.write_text(json.dumps(prompts))
     held = [dict(r, text=tok.decode(r["ids"])) for r in prompts["held_out"]]
     (out / "prompts_held_out.json").write_text(json.dumps(held, indent=0, ensure_ascii=False))
-  summary = {s: {k: sum(r["kind"] == k for r in prompts[s]) for k in KINDS} for s in prompts}
+  summary = {s: {k: sum(r["kind"] == k for r in prompts[s]) for k in (*KINDS, "chat")} for s in prompts}
   print(f"prompts: {summary}", flush=True)
   b = opt.batch_size
   (out / "held_out").mkdir(exist_ok=True)
-  for i in range(opt.held_out_rows // b):  # held-out continuations first (few), same shapes
+  for i in range(min(opt.held_out_rows, len(prompts["held_out"])) // b):  # held-out continuations first (few)
     if not (out / "held_out" / f"{i:05d}.npz").is_file():
       generate_shard(opt, target, prompts["held_out"][i * b:(i + 1) * b], tok, out / "held_out" / f"{i:05d}.npz")
   n_batches = min(len(prompts["train"]) // b, opt.max_shards)
@@ -186,7 +217,7 @@ def run(opt) -> int:
   np.save(out / "token_counts.npy", counts)
   shards = sorted((out / "shards").glob("[0-9]*[0-9].npz"))
   total_s = sum(float(np.load(f)["seconds"]) for f in shards)
-  meta = {"target": opt.target, "batch_size": b, "prompt_len": opt.prompt_len,
+  meta = {"target": opt.target, "questions": opt.questions, "batch_size": b, "prompt_len": opt.prompt_len,
           "max_new_tokens": opt.max_new_tokens, "seed": opt.seed, "prompts": summary,
           "train_shards": len(shards), "generated_tokens": int(counts.sum()),
           "distinct_tokens": int((counts > 0).sum()),
@@ -204,7 +235,9 @@ def main(argv) -> int:
   fv = flags.FlagValues()
   d = lambda kind, name, default, text: common.define(fv, kind, name, default, text)
   d("string", "target", "smollm2-135m-instruct", "checkpoint (anything load_pretrained takes)")
-  d("string", "out", "", "data folder (default: ~/.cache/specjax/data/<target>)")
+  d("string", "out", "", "data folder (default: ~/.cache/specjax/data/<target>, plus -chat with --questions)")
+  d("string", "questions", "", "prompts from this Spec-Bench-format question.jsonl (first turns, chat-templated) "
+    "instead of stdlib code, catalogues and docstrings")
   d("integer", "batch_size", 16, "rows per generate call")
   d("integer", "prompt_len", 96, "prompts are right-padded to this many tokens (longer ones are cut)")
   d("integer", "code_prompt_tokens", 64, "tokens of a code crop")
