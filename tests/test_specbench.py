@@ -123,6 +123,15 @@ def tiny_bundle(tmp_path_factory):
                                        tmp_path_factory.mktemp("tiny") / "target")
 
 
+def test_predicted_speedup_weighs_each_rounds_measured_cost():
+  agg = {"tokens_per_iteration": 2.0, "verify_widths": [0, 2, 4], "width_histogram": [2, 1, 1]}
+  costs = ((0, 1.0), (1, 1.2), (4, 2.0))  # width 2 interpolated: 1.2 + (2.0 - 1.2) / 3
+  mean_cost = (2 * 1.0 + (1.2 + 0.8 / 3) + 2.0) / 4
+  assert specbench.predicted_speedup(agg, costs) == pytest.approx(2.0 / mean_cost, abs=1e-4)
+  assert specbench.predicted_speedup(agg, None) is None
+  assert specbench.predicted_speedup(dict(agg, width_histogram=[0, 0, 0]), costs) is None
+
+
 def test_make_drafter_specs(tmp_path, tiny_bundle):
   target = specjax.load_pretrained(tiny_bundle, verbose=False)[0]
   drafter, gamma = specbench.make_drafter("ngram", target)

@@ -256,6 +256,9 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
         "categories": {g: aggregate([m for m in ms if m["group"] == g], sampling.greedy) for g in groups},
         "overall": aggregate(ms, sampling.greedy),
     }
+    costs = (settings[spec].verify_costs or None) if settings[spec] is not None else None
+    for agg in (*results[spec]["categories"].values(), results[spec]["overall"]):
+      agg["predicted_speedup"] = predicted_speedup(agg, costs)
   return {
       "config": {"max_new_tokens": max_new_tokens, "temperature": temperature, "batch_size": batch_size,
                  "chat": chat, "repeats": repeats, "seed": seed, "eos_id": eos_id, "stop_at_eos": stop_at_eos,
@@ -266,6 +269,20 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
       "drafters": results,
       "calls": [m for ms in per_drafter.values() for m in ms],
   }
+
+
+def predicted_speedup(agg: dict, costs) -> float | None:
+  """Tokens per target call over the mean round cost in plain steps, the cost of each round's width
+  (or node budget) from the loop-measured ``costs`` ``((w, v(w)), ...)``: the walltime formula fed
+  what the rows measured. None without measured costs (fixed-length rows)."""
+  if not costs or not agg.get("verify_widths"):
+    return None
+  ws, vs = zip(*sorted(costs))
+  hist = np.asarray(agg["width_histogram"], np.float64)
+  if hist.sum() == 0:
+    return None
+  round_cost = float(np.dot(hist, np.interp(agg["verify_widths"], ws, vs)) / hist.sum())
+  return round(agg["tokens_per_iteration"] / round_cost, 4)
 
 
 def _options_of(spec: str, option_texts) -> dict:
