@@ -47,8 +47,8 @@ def test_longest_match_equals_brute_force(settings):
     rows = [rng.randint(0, 5, rng.randint(1, 14)).tolist() for _ in range(4)]
     tokens, seq_len = _rows(rows)
     for others in (False, True):
-      text, own = index.searched_text(pool, tokens, seq_len, others)
-      m = index.longest_match(text, own, seq_len, gamma, **settings)
+      text, own = index.searched_text(pool, tokens, seq_len, others)  # the reference's text: pool first
+      m = index.longest_match(pool, tokens, seq_len, gamma, others=others, **settings)
       for b, r in enumerate(rows):
         ref_tokens, ref_num, ref_k = index.reference_match(np.asarray(text[b]), own, len(r), gamma, **settings)
         assert int(m.num_B[b]) == ref_num, (trial, others, b)

@@ -3,10 +3,14 @@ continuation most frequent among the match's occurrences (SuffixDecoding, Oliaro
 2411.04975).
 
 Everything is a pure function over explicit arrays, so it runs inside the decoding loop's
-``jax.jit``. A suffix tree answers "where did the last k tokens occur before, and what followed"
-in time independent of the text; here the same answer comes from one vectorised pass over the
-searched text (``max_n`` comparisons per position), which for the pool sizes used (tens of
-thousands of tokens) costs far less than one target step, and needs no pointer structure.
+``jax.jit``. The row's own text (and, scope "batch", its peers' live text) is searched by one
+vectorised pass (``max_n`` comparisons per position: a few hundred positions). The pool, which can
+hold hundreds of thousands of tokens, is searched through its **index**, rebuilt on the host
+whenever documents are added: for every n-gram length ``n = 1..key_len`` the pool's slots sorted
+by a 32-bit hash of the n tokens ending there (ties: the latest slot first). A lookup is one
+binary search per length (``log2(capacity)`` steps), so a round costs the same at any pool size;
+each candidate's tokens are compared with the row's, so a hash collision loses a draft, never
+proposes a wrong continuation as a match.
 
 **The pool** (:class:`Pool`) is a ring buffer of token ids shared by every row (its shape does not
 depend on the batch size): documents (a prompt followed by its output) are appended one after
@@ -36,44 +40,95 @@ import numpy as np
 
 SEP = -1  # separates documents in the searched text, and fills unwritten pool slots
 PEERS = 8  # scope "batch": how many other rows each row searches (rows b+1..b+PEERS, cyclically)
+KEY_LEN = 16  # a pool indexes n-grams up to this length (a longer match in the pool counts as this long)
+HASH_MUL = np.uint32(0x9E3779B1)  # the n-gram hash: h = h * HASH_MUL + (token + 1), newest token first
+NO_HASH = np.uint32(0xFFFFFFFF)   # slots that cannot start a continuation
 
 
 @flax.struct.dataclass
 class Pool:
-  """A ring buffer of earlier text shared by all rows: ``tokens_N`` (int32, ``SEP`` between
-  documents and in unwritten slots) and ``write`` (int32 scalar: the next slot written)."""
+  """A ring buffer of earlier text shared by all rows, and its n-gram index.
+
+  ``tokens_N`` (int32, ``SEP`` between documents and in unwritten slots); ``write`` (int32 scalar:
+  the next slot written); ``hash_KxN`` (uint32): for n = k + 1, the sorted hashes of the n tokens
+  ending at each slot that can start a continuation (others: ``NO_HASH``, sorted last);
+  ``slot_KxN`` (int32): the slot of each sorted hash (equal hashes: latest slot first)."""
   tokens_N: jax.Array
   write: jax.Array
+  hash_KxN: jax.Array
+  slot_KxN: jax.Array
 
   @classmethod
-  def create(cls, capacity: int) -> "Pool":
+  def create(cls, capacity: int, key_len: int = KEY_LEN) -> "Pool":
     if isinstance(capacity, bool) or int(capacity) != capacity or capacity < 2:
       raise ValueError(f"pool capacity must be an integer >= 2 (tokens), got {capacity!r}")
-    return cls(jnp.full((int(capacity),), SEP, jnp.int32), jnp.zeros((), jnp.int32))
+    if isinstance(key_len, bool) or int(key_len) != key_len or key_len < 1:
+      raise ValueError(f"pool key_len must be an integer >= 1 (longest n-gram indexed), got {key_len!r}")
+    tokens = np.full((int(capacity),), SEP, np.int32)
+    return with_index(tokens, np.zeros((), np.int32), int(key_len))
 
   @property
   def capacity(self) -> int:
     return int(self.tokens_N.shape[0])
 
+  @property
+  def key_len(self) -> int:
+    return int(self.hash_KxN.shape[0])
 
-@jax.jit
+
+def ngram_hashes(tokens_N, key_len: int) -> np.ndarray:
+  """``[key_len, N]`` uint32: row k holds the hash of the k + 1 tokens ending at each slot
+  (:func:`query_hashes`' hash), ``NO_HASH`` where one of them is ``SEP`` or before slot 0, or where
+  no token follows the slot (its next slot is ``SEP`` or past the end)."""
+  t = np.asarray(tokens_N, np.int64)
+  n = len(t)
+  has_next = np.append(t[1:] != SEP, False)
+  alive = np.ones(n, bool)
+  h = np.zeros(n, np.uint32)
+  out = np.empty((key_len, n), np.uint32)
+  for k in range(key_len):
+    back = np.full(n, SEP, np.int64)
+    back[k:] = t[:n - k]  # the token k slots back
+    alive &= back != SEP
+    h = h * HASH_MUL + (back + 1).astype(np.uint32)  # uint32 arithmetic wraps, as in JAX
+    out[k] = np.where(alive & has_next, h, NO_HASH)
+  return out
+
+
+def with_index(tokens_N, write, key_len: int) -> Pool:
+  """A :class:`Pool` over ``tokens_N`` with its n-gram index (built on the host)."""
+  tokens_N = np.asarray(tokens_N, np.int32)
+  n = len(tokens_N)
+  hashes = ngram_hashes(tokens_N, key_len)
+  slot = (n - 1 - np.argsort(hashes[:, ::-1], axis=1, kind="stable")).astype(np.int32)  # ties: latest first
+  return Pool(jnp.asarray(tokens_N), jnp.asarray(write, jnp.int32),
+              jnp.asarray(np.take_along_axis(hashes, slot, 1)), jnp.asarray(slot))
+
+
 def add(pool: Pool, docs_DxT, lengths_D) -> Pool:
   """``pool`` with each document ``docs[d, :lengths[d]]`` appended in order, each followed by ``SEP``
-  (the oldest slots are overwritten once the ring is full)."""
-  n = pool.tokens_N.shape[0]
+  (the oldest slots are overwritten once the ring is full), and its index rebuilt."""
+  tokens, write = _append(pool.tokens_N, pool.write, jnp.asarray(docs_DxT, jnp.int32),
+                          jnp.asarray(lengths_D, jnp.int32))
+  return with_index(np.asarray(tokens), np.asarray(write), pool.key_len)
+
+
+@jax.jit
+def _append(tokens_N, write, docs_DxT, lengths_D):
+  n = tokens_N.shape[0]
   t = docs_DxT.shape[1]
   i_T = jnp.arange(t + 1)
 
-  def one(d, pool):
+  def one(d, carry):
+    tokens, write = carry
     length = jnp.minimum(lengths_D[d], n - 1)  # a longer document keeps its tail
     skip = lengths_D[d] - length
     src_T = kv_gather(docs_DxT[d], skip + i_T)
     vals_T = jnp.where(i_T < length, src_T, SEP)
-    slots_T = jnp.where(i_T <= length, (pool.write + i_T) % n, n)  # n: out of range, dropped
-    tokens = pool.tokens_N.at[slots_T].set(vals_T.astype(jnp.int32), mode="drop")
-    return Pool(tokens, (pool.write + length + 1) % n)
+    slots_T = jnp.where(i_T <= length, (write + i_T) % n, n)  # n: out of range, dropped
+    return tokens.at[slots_T].set(vals_T.astype(jnp.int32), mode="drop"), (write + length + 1) % n
 
-  return jax.lax.fori_loop(0, docs_DxT.shape[0], one, pool)
+  return jax.lax.fori_loop(0, docs_DxT.shape[0], one, (tokens_N, write))
 
 
 def kv_gather(x_T, idx_T):
@@ -125,10 +180,44 @@ class Match:
   match_B: jax.Array         # the longest match's length (0: none)
 
 
-def longest_match(text_BxL, own_start, seq_len_B, gamma: int, *, max_n: int, min_match: int = 1,
-                  top: int = 32, factor: float = 1.0, min_prob: float = 0.0) -> Match:
-  """The draft of :mod:`this module <specjax.drafters.suffix_index>` for each row (see its docstring)."""
-  b, length = text_BxL.shape
+def longest_match(pool: Pool | None, tokens_BxS, seq_len_B, gamma: int, *, others: bool, max_n: int,
+                  min_match: int = 1, top: int = 32, factor: float = 1.0, min_prob: float = 0.0) -> Match:
+  """The draft of :mod:`this module <specjax.drafters.suffix_index>` for each row (see its docstring):
+  the longest match in the row's text (``others``: and its peers') and in ``pool`` (through its index)."""
+  text_BxL, own_start = searched_text(None, tokens_BxS, seq_len_B, others)
+  k_B, cont_BxMxG, valid_BxM = _scanned_occurrences(text_BxL, own_start, seq_len_B, gamma, max_n, top)
+  if pool is not None:
+    k_pool_B, cont_pool_BxMxG, valid_pool_BxM = _pool_occurrences(pool, text_BxL, own_start, seq_len_B, gamma,
+                                                                  min(max_n, pool.key_len), top)
+    k_all_B = jnp.maximum(k_B, k_pool_B)
+    valid_BxM = jnp.concatenate([valid_BxM & (k_B == k_all_B)[:, None],
+                                 valid_pool_BxM & (k_pool_B == k_all_B)[:, None]], 1)
+    cont_BxMxG = jnp.concatenate([cont_BxMxG, cont_pool_BxMxG], 1)
+    # the first ``top`` valid ones: the row's own (latest first), then the pool's (latest first)
+    _, pick_BxM = jax.lax.top_k(jnp.where(valid_BxM, 2 * top - jnp.arange(2 * top)[None], -1), top)
+    valid_BxM = jnp.take_along_axis(valid_BxM, pick_BxM, 1)
+    cont_BxMxG = jnp.take_along_axis(cont_BxMxG, pick_BxM[:, :, None], 1)
+    k_B = k_all_B
+  end_B = own_start + seq_len_B
+  last_B = jnp.take_along_axis(text_BxL, (end_B - 1)[:, None], 1)[:, 0]
+  return _vote(k_B, cont_BxMxG, valid_BxM, last_B, gamma, min_match=min_match, factor=factor, min_prob=min_prob)
+
+
+def _continuations(src_BxL, idx_BxM, valid_BxM, gamma: int):
+  """``[B, M, gamma]``: the tokens after each occurrence, ``SEP`` from the first ``SEP`` on."""
+  b, length = src_BxL.shape
+  top = idx_BxM.shape[1]
+  cont_idx_BxMxG = idx_BxM[:, :, None] + 1 + jnp.arange(gamma)[None, None]
+  cont_BxMxG = jnp.take_along_axis(src_BxL, jnp.clip(cont_idx_BxMxG, 0, length - 1).reshape(b, -1),
+                                   1).reshape(b, top, gamma)
+  cont_BxMxG = jnp.where((cont_idx_BxMxG < length) & valid_BxM[:, :, None], cont_BxMxG, SEP)
+  return jnp.where(jnp.cumprod(cont_BxMxG != SEP, axis=2).astype(bool), cont_BxMxG, SEP)
+
+
+def _scanned_occurrences(text_BxL, own_start, seq_len_B, gamma: int, max_n: int, top: int):
+  """``(k_B, cont_BxMxG, valid_BxM)``: the longest match in the scanned text and its ``top`` latest
+  occurrences' continuations (``M = top``)."""
+  length = text_BxL.shape[1]
   pos_L = jnp.arange(length)
   end_B = own_start + seq_len_B  # one past the row's last token
   query_BxN = jnp.take_along_axis(text_BxL, jnp.clip(end_B[:, None] - max_n + jnp.arange(max_n)[None], 0,
@@ -139,20 +228,65 @@ def longest_match(text_BxL, own_start, seq_len_B, gamma: int, *, max_n: int, min
   # an occurrence ends before the row's last token (not the query itself) and has a next token
   m_BxL = jnp.where((pos_L[None] < end_B[:, None] - 1) & (nxt_BxL != SEP), m_BxL, 0)
   k_B = jnp.max(m_BxL, 1)
-  found_B = k_B >= min_match
-  occ_BxL = (m_BxL == k_B[:, None]) & found_B[:, None]
-  top = min(top, length)
+  occ_BxL = (m_BxL == k_B[:, None]) & (k_B > 0)[:, None]
+  if length < top:  # fewer positions than occurrences kept: pad
+    occ_BxL = jnp.pad(occ_BxL, ((0, 0), (0, top - length)))
+    pos_L = jnp.arange(top)
   latest_BxM, idx_BxM = jax.lax.top_k(jnp.where(occ_BxL, pos_L[None], -1), top)  # latest first
   valid_BxM = latest_BxM >= 0
-  cont_idx_BxMxG = idx_BxM[:, :, None] + 1 + jnp.arange(gamma)[None, None]
-  cont_BxMxG = jnp.take_along_axis(text_BxL, jnp.clip(cont_idx_BxMxG, 0, length - 1).reshape(b, -1),
-                                   1).reshape(b, top, gamma)
-  cont_BxMxG = jnp.where(cont_idx_BxMxG < length, cont_BxMxG, SEP)
-  cont_BxMxG = jnp.where(jnp.cumprod(cont_BxMxG != SEP, axis=2).astype(bool), cont_BxMxG, SEP)
+  return k_B, _continuations(text_BxL, idx_BxM, valid_BxM, gamma), valid_BxM
 
-  last_B = jnp.take_along_axis(text_BxL, (end_B - 1)[:, None], 1)[:, 0]
+
+def query_hashes(back_BxK):
+  """``[B, K]`` uint32: column k the hash of the row's last k + 1 tokens (``back_BxK[:, 0]`` the last)."""
+  h_B = jnp.zeros(back_BxK.shape[:1], jnp.uint32)
+  out = []
+  for k in range(back_BxK.shape[1]):
+    h_B = h_B * jnp.uint32(HASH_MUL) + (back_BxK[:, k] + 1).astype(jnp.uint32)
+    out.append(h_B)
+  return jnp.stack(out, 1)
+
+
+def _pool_occurrences(pool: Pool, text_BxL, own_start, seq_len_B, gamma: int, levels: int, top: int):
+  """``(k_B, cont_BxMxG, valid_BxM)`` in the pool, by its index: the longest n-gram (n <= ``levels``)
+  ending the row that the pool holds with a next token, and up to ``top`` of its latest occurrences."""
+  length = text_BxL.shape[1]
+  n = pool.tokens_N.shape[0]
+  end_B = own_start + seq_len_B
+  back_idx_BxK = end_B[:, None] - 1 - jnp.arange(levels)[None]
+  back_BxK = jnp.where(back_idx_BxK >= own_start,
+                       jnp.take_along_axis(text_BxL, jnp.clip(back_idx_BxK, 0, length - 1), 1), SEP)
+  alive_BxK = jnp.cumprod(back_BxK != SEP, axis=1).astype(bool)
+  h_BxK = query_hashes(back_BxK)
+  hash_KxN, slot_KxN = pool.hash_KxN[:levels], pool.slot_KxN[:levels]
+  search = lambda side: jax.vmap(lambda a, v: jnp.searchsorted(a, v, side=side), (0, 1), 1)(hash_KxN, h_BxK)
+  lo_BxK, hi_BxK = search("left"), search("right")
+  level_K = jnp.arange(levels)
+
+  def matches(slot_BxC, k_BxC):  # [B, C]: the k + 1 tokens ending at each slot equal the row's last ones
+    idx_BxCxJ = slot_BxC[:, :, None] - level_K[None, None]
+    tok_BxCxJ = jnp.where(idx_BxCxJ >= 0, pool.tokens_N[jnp.clip(idx_BxCxJ, 0, n - 1)], SEP)
+    return jnp.all((tok_BxCxJ == back_BxK[:, None]) | (level_K[None, None] > k_BxC[:, :, None]), 2)
+
+  first_BxK = slot_KxN[level_K[None], jnp.clip(lo_BxK, 0, n - 1)]
+  ok_BxK = (hi_BxK > lo_BxK) & alive_BxK & (h_BxK != NO_HASH) & matches(first_BxK, jnp.broadcast_to(level_K, lo_BxK.shape))
+  k_B = jnp.max(jnp.where(ok_BxK, level_K[None] + 1, 0), 1)
+  level_B = jnp.maximum(k_B - 1, 0)
+  lo_B = jnp.take_along_axis(lo_BxK, level_B[:, None], 1)[:, 0]
+  hi_B = jnp.take_along_axis(hi_BxK, level_B[:, None], 1)[:, 0]
+  idx_BxM = lo_B[:, None] + jnp.arange(top)[None]
+  slot_BxM = slot_KxN[level_B[:, None], jnp.clip(idx_BxM, 0, n - 1)]
+  valid_BxM = (idx_BxM < hi_B[:, None]) & (k_B > 0)[:, None] & matches(slot_BxM, jnp.broadcast_to(level_B[:, None], slot_BxM.shape))
+  tokens_BxN = jnp.broadcast_to(pool.tokens_N[None], (text_BxL.shape[0], n))
+  return k_B, _continuations(tokens_BxN, slot_BxM, valid_BxM, gamma), valid_BxM
+
+
+def _vote(k_B, cont_BxMxG, valid_BxM, last_B, gamma: int, *, min_match: int, factor: float, min_prob: float) -> Match:
+  """The chain the occurrences agree on (see the module docstring), as a :class:`Match`."""
+  top = valid_BxM.shape[1]
+  found_B = k_B >= min_match
   recency_M = jnp.arange(top, 0, -1)  # ties: the latest occurrence
-  active_BxM = valid_BxM
+  active_BxM = valid_BxM & found_B[:, None]
   alive_B = found_B
   toks, confs, alive = [], [], []
   for d in range(gamma):
