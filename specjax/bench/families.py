@@ -30,6 +30,7 @@ reruns only ``--families`` in an existing real.json.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime
 
 from specjax.bench import common
@@ -38,6 +39,11 @@ def demo_families() -> dict:
   """family -> (config file, overrides): every registered kind's demos (``KindSpec.demos``)."""
   from specjax import drafters  # pylint: disable=import-outside-toplevel
   return {demo.name: (demo.config, dict(demo.overrides)) for spec in drafters.specs() for demo in spec.demos}
+
+
+def demo_kind(filename: str, overrides: dict) -> str:
+  """The drafter kind of a row set: its ``drafter.kind`` override, else its config's."""
+  return overrides.get("drafter.kind") or load_config(filename).drafter.kind
 
 
 COLUMNS = ("family", "drafter", "batch_size", "temperature", "gamma", "drafted_nodes", "drafter_params", "c", "v",
@@ -70,20 +76,70 @@ def parse_value(text: str):
   return text
 
 
+def option_value(kind: str, field: str, text: str):
+  """A drafter option's value read as its type (``specjax.drafters.option_values``, as --drafter_option does);
+  a config field that is not one of the kind's options reads as :func:`parse_value`."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  if field not in {f.name for f in dataclasses.fields(drafters.options_class(kind))}:
+    return parse_value(text)
+  return drafters.option_values(kind, [f"{kind}.{field}={text}"])[field]
+
+
 def parse_variant(text: str) -> tuple:
-  """``name:family:key=value:...`` -> (name, config file, overrides)."""
+  """``name:family:key=value:...`` -> (name, config file, overrides). A key is a config key
+  (``drafter.OPTION`` for the drafter section) or ``KIND.OPTION`` (the --drafter_option form) of
+  the family's kind; the drafter's options read as their types, other values as :func:`parse_value`."""
   name, _, rest = text.partition(":")
   family, *pairs = rest.split(":")
   families = demo_families()
   if family not in families:
     raise common.UsageError(f"--variant {text!r}: unknown family {family!r}; expected one of {list(families)}")
-  overrides = dict(families[family][1])
+  filename, overrides = families[family][0], dict(families[family][1])
+  split = []
   for pair in pairs:
     key, sep, value = pair.partition("=")
     if not sep:
       raise common.UsageError(f"--variant {text!r}: {pair!r} is not key=value")
-    overrides[key] = parse_value(value)
-  return name, families[family][0], overrides
+    split.append((key, value))
+  kind = dict(split).get("drafter.kind") or demo_kind(filename, overrides)
+  for key, value in split:
+    section, _, field = key.rpartition(".")
+    if section == kind:  # KIND.OPTION=VALUE: the drafter section's field
+      key, section = f"drafter.{field}", "drafter"
+    try:
+      overrides[key] = option_value(kind, field, value) if section == "drafter" else parse_value(value)
+    except ValueError as e:
+      raise common.UsageError(f"--variant {text!r}: {e}") from e
+  return name, filename, overrides
+
+
+def with_drafter_options(sets, option_texts) -> list:
+  """``sets`` with ``--drafter_option=OWNER.OPTION=VALUE`` set in every row set whose kind or name is
+  OWNER (the name last); a string no row set takes is an error."""
+  from specjax.bench import real_rows  # pylint: disable=import-outside-toplevel
+  if not option_texts:
+    return list(sets)
+  owned = [real_rows.option_owner(t) for t in option_texts]
+  used, out = set(), []
+  for name, filename, overrides in sets:
+    kind = demo_kind(filename, overrides)
+    overrides = dict(overrides)
+    for owner in dict.fromkeys((kind, name)):
+      for i, (o, rest) in enumerate(owned):
+        if o != owner:
+          continue
+        field, _, value = rest.partition("=")
+        try:
+          overrides[f"drafter.{field}"] = option_value(kind, field, value)
+        except ValueError as e:
+          raise common.UsageError(f"--drafter_option={option_texts[i]}: {e}") from e
+        used.add(i)
+    out.append((name, filename, overrides))
+  unused = [option_texts[i] for i in range(len(owned)) if i not in used]
+  if unused:
+    raise common.UsageError(f"--drafter_option={unused[0]}: no row set is of that kind or name "
+                            f"(rows: {', '.join(s[0] for s in sets)})")
+  return out
 
 
 def family_config(name, filename, overrides, batch, temperature, *, pair: str, max_new_tokens: int, repeats: int):
@@ -133,7 +189,8 @@ def run_demo(fv, argv, batches, temps) -> int:
   unknown = [f for f in names if f not in families]
   if unknown:
     raise common.UsageError(f"--families: unknown {unknown}; expected some of {list(families)}")
-  sets = [(f, *families[f]) for f in names] + [parse_variant(v) for v in fv.variant]
+  sets = with_drafter_options([(f, *families[f]) for f in names] + [parse_variant(v) for v in fv.variant],
+                              fv.drafter_option)
   max_new, repeats = fv.max_new_tokens or 192, fv.repeats or 3
   configs = [(s[0], family_config(*s, b, t, pair=fv.pair, max_new_tokens=max_new, repeats=repeats))
              for s in sets for b in batches for t in temps]  # every key checked before anything runs
@@ -171,9 +228,13 @@ def _flags():
   fv = flags.FlagValues()
   flags.DEFINE_string("target", "", "empty: the demo target and configs/; else a real target "
                       "(specjax.load_pretrained) and the drafters trained for it", flag_values=fv)
-  flags.DEFINE_list("families", None, f"rows; demo: any of {', '.join(demo_families())} (default all); --target: any of "
-                    f"{', '.join(families_real.REAL_FAMILIES)} (default draft_lm,ngram)", flag_values=fv)
-  flags.DEFINE_multi_string("variant", [], "demo: extra row sets, name:family:key=value:key=value", flag_values=fv)
+  flags.DEFINE_list("families", None, f"rows; demo: any of {', '.join(demo_families())} (default all); --target: "
+                    "the same as --drafters", flag_values=fv)
+  flags.DEFINE_multi_string("variant", [], "demo: extra row sets, name:family:key=value:key=value (a key: a config "
+                            "key, drafter.OPTION, or KIND.OPTION of the family's kind)", flag_values=fv)
+  flags.DEFINE_multi_string("drafter_option", [], "KIND.OPTION=VALUE (or ROW.OPTION=VALUE) for every row of that kind "
+                            "(or name), read as the option's type, e.g. medusa.tree=chain4+1x1; repeatable",
+                            flag_values=fv)
   flags.DEFINE_string("pair", "", "demo: a config whose target, drafter and prompt_len replace the demo's "
                       "(e.g. configs/tiny_random.py); heads are then random", flag_values=fv)
   flags.DEFINE_list("batch_sizes", "1,8", "batch sizes", flag_values=fv)
