@@ -2,30 +2,42 @@
 
   python -m specjax.bench families                      # demo target, all families, B 1 and 8, T 0 and 1
   python -m specjax.bench families --families=draft_model,specinfer --batch_sizes=1 --temperatures=0
-  python -m specjax.bench families --variant=specinfer_w2:specinfer:drafter.children=2,1,1,1,1,1,1:drafter.gamma=7
-  python -m specjax.bench families --variant=typical:medusa:drafter.acceptance=typical:allow_lossy=True
+  python -m specjax.bench families --variant=specinfer_w2:specinfer:specinfer.children=2,1,1,1,1,1,1:specinfer.gamma=7
+  python -m specjax.bench families --variant=typical:medusa:medusa.acceptance=typical:allow_lossy=True
+  python -m specjax.bench families --families=medusa,mtp --drafter_option=medusa.tree=chain4+1x1 \
+      --drafter_option=medusa.gamma=4
   nice -n 10 python -m specjax.bench families --target=smollm2-135m-instruct   # a real target, held-out prompts
+  python -m specjax.bench families --target=gemma3-270m --drafters=ngram,medusa:gemma3/medusa
+  python -m specjax.bench families --target=smollm2-135m-instruct --drafters=medusa,medusa_typical,deep=medusa \
+      --drafter_option=deep.tree=chain4+1x2
 
 **Demo target** (no ``--target``): each family is a config of configs/ (a kind's declared demos), and each
 row one ``specjax.experiment.run`` (the CLI's measurement): the autoregressive baseline and the
 speculative run timed alternately in one process (so load drifts hit both), c = one drafting round
 / gamma / one target step, v = one verify pass / one target step, both measured for every drafter.
-``--variant=name:family:key=value:...`` adds a row set with config keys changed (``drafter.x`` for
-the drafter section; values parse as int, float, bool (True/False), comma lists of ints, else
-text). ``--pair`` swaps in another config's target, drafter model and prompt length (heads then
-random). Writes ``families.{json,csv,md}`` under ``--out_dir`` (default benchmarks/families).
+``--variant=name:family:key=value:...`` adds a row set with config keys changed (``drafter.x`` or
+``KIND.x`` for an option of the family's drafter kind, read as the option's type as
+``--drafter_option`` reads it; other keys' values parse as int, float, bool (True/False), comma lists
+of ints, else text). ``--drafter_option=KIND.OPTION=VALUE`` sets the option in every row set of
+that kind (``NAME.OPTION=VALUE``: the row set so named). ``--pair`` swaps in another config's
+target, drafter model and prompt length (heads then random). Writes ``families.{json,csv,md}``
+under ``--out_dir`` (default benchmarks/families).
 
 **A real target** (``--target``, anything ``specjax.load_pretrained`` takes): the drafters trained for
-it (``REAL_FAMILIES``; weights from the flags below) on the held-out split of
-``python -m specjax.train data`` (``--data``: stdlib files and gettext catalogues no training row came
-from), a fixed mix of code / "Translate to German" chat / English text. B=8 runs the 8 prompts as
-one batch; B=1 runs the first ``--b1_prompts`` one at a time (tokens and times summed). Per row:
-the two decoders timed alternately (:func:`specjax.measure.paired_times`) after a compile run;
-``c`` and ``v`` from :func:`specjax.measure.costs`; expected speedup = tokens per pass / (gamma c +
-v). ``c (full V)``: the same drafter with a full-vocabulary head (random weights; only its cost
-matters), i.e. what truncation saves. Lossy rows (Medusa's typical acceptance, T > 0 only) are
-flagged LOSSY. Writes ``real.{json,md}`` under ``--out_dir`` (default benchmarks/real); ``--merge``
-reruns only ``--families`` in an existing real.json.
+it on the held-out split of ``python -m specjax.train data`` (``--data``: stdlib files and gettext
+catalogues no training row came from), a fixed mix of code / "Translate to German" chat / English
+text. ``--drafters`` lists the rows, each ``[NAME=]ROW_OR_KIND[:CHECKPOINT]``: a row of
+:data:`specjax.bench.real_rows.ROWS` (the drafters trained for SmolLM2-135M at their trained
+settings; e.g. ``medusa_typical`` is ``medusa:smollm2/medusa`` with ``medusa.acceptance=typical``)
+or any registered kind; ``--drafter_option=KIND.OPTION=VALUE`` (or ``ROW.OPTION=VALUE``) changes
+them (an option no row takes is an error), and every row is built by ``specjax.drafters.build``.
+B=8 runs the 8 prompts as one batch; B=1 runs the first ``--b1_prompts`` one at a time (tokens and
+times summed). Per row: the two decoders timed alternately (:func:`specjax.measure.paired_times`)
+after a compile run; ``c`` and ``v`` from :func:`specjax.measure.costs`; expected speedup = tokens
+per pass / (gamma c + v). ``c (full V)``: the same drafter with a full-vocabulary head (random
+weights; only its cost matters), i.e. what truncation saves. Lossy rows (Medusa's typical
+acceptance, T > 0 only) are flagged LOSSY. Writes ``real.{json,md}`` under ``--out_dir`` (default
+benchmarks/real); ``--merge`` reruns only the ``--drafters`` rows in an existing real.json.
 """
 from __future__ import annotations
 
