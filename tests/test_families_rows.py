@@ -189,3 +189,27 @@ def test_drafter_options_set_every_demo_row_set_of_that_kind_or_name():
   assert config.drafter.paths == "chain3" and config.drafter.siblings == "iid" and config.drafter.gamma == 3
   with pytest.raises(common.UsageError, match="no row set"):
     families.with_drafter_options(sets, ["eagle.top_k=2"])
+
+
+@pytest.mark.slow
+def test_target_run_writes_real_json_rows_and_merges(tmp_path, data):
+  """``families --target`` on the demo target (its own folder) and a small data folder: the rows of
+  --drafters with their options, real.json's row format, and --merge keeping the other rows."""
+  from specjax.bench import common as bench_common  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(1)
+  held_out = [{"kind": k, "ids": rng.integers(32, 127, 6).tolist()} for k in ["code", "ende", "text"] * 3]
+  (data / "prompts_held_out.json").write_text(json.dumps(held_out))
+  target = bench_common.REPO / "specjax" / "assets" / "demo" / "target"
+  args = [f"--target={target}", f"--data={data}", "--batch_sizes=1", "--temperatures=0", "--max_new_tokens=4",
+          "--b1_prompts=1", f"--out_dir={tmp_path / 'out'}"]
+  assert bench("families", *args, "--drafters=wide=ngram", "--drafter_option=wide.n=2") == 0
+  assert bench("families", *args, "--merge", "--drafters=table", "--drafter_option=table.k=16") == 0
+  saved = json.loads((tmp_path / "out" / "real.json").read_text())
+  assert [r["family"] for r in saved["rows"]] == ["table", "wide"]  # the shipped rows' order first
+  table, wide = saved["rows"]
+  assert set(wide) == {"family", "batch_size", "temperature", "gamma", "drafter_params", "alpha", "tokens_per_pass",
+                       "c", "v", "ar_tok_s", "spec_tok_s", "speedup", "expected_speedup", "formula_speedup",
+                       "identical_at_t0", "generated_tokens", "prompts", "max_new_tokens"}
+  assert wide["identical_at_t0"] is True and wide["gamma"] == 4 and table["k"] == 16 and table["identical_at_t0"]
+  assert saved["meta"]["drafters"] == {"table": {"kind": "table", "k": 16, "gamma": 4, "corpus": str(data)}}
+  assert saved["meta"]["earlier_runs"][0][-2:] == ["--drafters=wide=ngram", "--drafter_option=wide.n=2"]
