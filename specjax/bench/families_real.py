@@ -10,13 +10,9 @@ import datetime
 import json
 import pathlib
 
-from specjax.bench import common
+from specjax.bench import common, real_rows
 
-REAL_FAMILIES = ("draft_lm", "specinfer", "ngram", "table", "mtp", "medusa", "medusa_typical", "dflash", "eagle",
-                 "eagle_dynamic")
-REAL_ONLY = ("drafter", "data", "merge", "specinfer_tree", "table_k", "table_gamma", "mtp", "mtp_gamma", "dflash",
-             "medusa", "medusa_tree", "eagle", "eagle_gamma", "eagle_top_k", "eagle_total_tokens", "gamma",
-             "ngram_gamma", "b1_prompts")
+REAL_ONLY = ("drafters", "data", "merge", "b1_prompts")
 MIX = ("code", "ende", "text", "code", "ende", "text", "code", "ende")
 
 
@@ -24,25 +20,13 @@ def define_flags(fv) -> None:
   from absl import flags  # pylint: disable=import-outside-toplevel
   d = lambda kind, name, default, help_: getattr(flags, f"DEFINE_{kind}")(  # noqa: E731
       name, default, f"--target: {help_}", flag_values=fv)
-  d("string", "drafter", "smollm2/draft_lm", "draft_lm bundle (path or name under specjax/assets)")
-  d("string", "data", "", "data folder of python -m specjax.train data (its held-out prompts); default: the target's")
-  d("bool", "merge", False, "keep the other families' rows of an existing real.json (each row is its own "
+  d("list", "drafters", list(real_rows.DEFAULT_DRAFTERS), "rows, each [NAME=]ROW_OR_KIND[:CHECKPOINT]: a row of "
+    f"{', '.join(real_rows.ROWS)} (the drafters trained for smollm2) or any registered drafter kind "
+    "(specjax.bench.real_rows)")
+  d("string", "data", "", "data folder of python -m specjax.train data (its held-out prompts; the table row's "
+    "corpus); default: the target's")
+  d("bool", "merge", False, "keep the other rows of an existing real.json (each row is its own "
     "paired AR-vs-speculative measurement)")
-  d("string", "specinfer_tree", "chain4+1x2", "SpecInfer token tree over the draft_lm model "
-    "(specjax.tree.parse_chain_paths); gamma = its depth")
-  d("integer", "table_k", 4096, "bigram table: its truncated vocabulary (most frequent generated tokens)")
-  d("integer", "table_gamma", 4, "bigram table chain length")
-  d("string", "mtp", "smollm2/mtp", "MTP head folder (python -m specjax.train mtp --data=real)")
-  d("integer", "mtp_gamma", 3, "MTP chain length")
-  d("string", "dflash", "runs/smollm2_dflash/head", "DFlash folder (python -m specjax.train dflash --data=real)")
-  d("string", "medusa", "smollm2/medusa", "Medusa heads folder (python -m specjax.train medusa --data=real)")
-  d("string", "medusa_tree", "chain3+1x2", "Medusa tree (specjax.tree.parse_chain_paths); gamma = its depth")
-  d("string", "eagle", "smollm2/eagle", "EAGLE-3 head folder (python -m specjax.train eagle --data=real)")
-  d("integer", "eagle_gamma", 4, "EAGLE chain length / dynamic tree depth")
-  d("integer", "eagle_top_k", 4, "EAGLE dynamic tree: children per expanded node")
-  d("integer", "eagle_total_tokens", 8, "EAGLE dynamic tree: draft nodes verified per row")
-  d("integer", "gamma", 5, "draft length of draft_lm")
-  d("integer", "ngram_gamma", 4, "draft length of n-gram")
   d("integer", "b1_prompts", 3, "prompts run one at a time for B=1")
 
 
@@ -92,58 +76,24 @@ def heads_full_vocab_twin(drafter, target):
   return medusa.Medusa.create(target, drafter.heads, drafter.paths)
 
 
-def load_heads_drafter(fv, family, target):
-  """``(drafter, gamma)`` for the MTP, DFlash or Medusa rows, with the truncated vocabulary beside them."""
-  import specjax  # pylint: disable=import-outside-toplevel
-  from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
-  from specjax.models import heads, store  # pylint: disable=import-outside-toplevel
-  name = {"mtp": fv.mtp, "dflash": fv.dflash, "medusa": fv.medusa}[family]
-  folder = heads.resolve(name)
-  if folder is None:
-    raise common.UsageError(f"no {family} weights at {name!r} (python -m specjax.train {family} --data=real)")
-  if family == "dflash":  # gamma: the block size it was trained with, less one
-    gamma = store.read_meta(folder)["config"]["block_size"] - 1
-    return specjax.drafters.build("dflash", {"checkpoint": str(folder), "gamma": gamma}, target), gamma
-  if family == "mtp":
-    return specjax.drafters.build("mtp", {"checkpoint": str(folder), "gamma": fv.mtp_gamma}, target), fv.mtp_gamma
-  depth = max(map(len, tree_lib.parse_chain_paths(fv.medusa_tree)))
-  options = {"checkpoint": str(folder), "tree": fv.medusa_tree, "gamma": depth}
-  return specjax.drafters.build("medusa", options, target), depth
-
-
-def load_drafters(fv, names, target, data) -> dict:
-  """family -> (drafter, gamma) for every family in ``names``."""
-  import specjax  # pylint: disable=import-outside-toplevel
-  from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
-  from specjax.data import generated  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
+def load_drafters(rows, target, data) -> tuple[dict, dict]:
+  """``(name -> (drafter, gamma), name -> {kind, options as built})`` for the rows, each built through
+  :func:`specjax.drafters.build`."""
+  options_of = {row.name: {"kind": row.kind, **real_rows.resolved_values(row, data)} for row in rows}
   drafters = {}
-  if "draft_lm" in names:
-    drafters["draft_lm"] = (specjax.drafters.build("draft_model", {"checkpoint": fv.drafter}, target), fv.gamma)
-  if "specinfer" in names:  # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
-    depth = max(map(len, tree_lib.parse_chain_paths(fv.specinfer_tree)))
-    options = {"checkpoint": fv.drafter, "paths": fv.specinfer_tree, "siblings": "without_replacement", "gamma": depth}
-    drafters["specinfer"] = (specjax.drafters.build("specinfer", options, target), depth)
-  if "ngram" in names:
-    drafters["ngram"] = (specjax.drafters.build("ngram", {"n": 3, "gamma": fv.ngram_gamma}, target), fv.ngram_gamma)
-  if "table" in names:  # a bigram table over the most frequent tokens of the target's training generations
-    tokens, _ = generated.joined(generated.load_shards(data))
-    subset = vocab.top_k_subset(generated.token_counts(data, target.vocab_size), fv.table_k)
-    drafters["table"] = (specjax.drafters.TableDrafter.from_corpus(tokens, target.vocab_size, order=2,
-                                                                   subset_K=subset), fv.table_gamma)
-  for family in ("mtp", "medusa", "dflash"):
-    if family in names:
-      drafters[family] = load_heads_drafter(fv, family, target)
-  if "medusa_typical" in names:
-    medusa_drafter, depth = drafters.get("medusa") or load_heads_drafter(fv, "medusa", target)
-    drafters["medusa_typical"] = (medusa_drafter.replace(acceptance="typical"), depth)
-  for family in ("eagle", "eagle_dynamic"):
-    if family in names:
-      options = {"checkpoint": fv.eagle, "tree": "chain"}
-      if family == "eagle_dynamic":
-        options.update(tree="dynamic", gamma=fv.eagle_gamma, top_k=fv.eagle_top_k, total_tokens=fv.eagle_total_tokens)
-      drafters[family] = (specjax.drafters.build("eagle", options, target), fv.eagle_gamma)
-  return drafters
+  for row in rows:
+    values = {k: v for k, v in options_of[row.name].items() if k != "kind"}
+    drafters[row.name] = real_rows.build_row(row, values, target)
+  return drafters, options_of
+
+
+def row_names(fv) -> list:
+  """The ``--drafters`` items; with --target, ``--families`` is the same list."""
+  if fv.families is None:
+    return list(fv.drafters)
+  if fv["drafters"].present:
+    raise common.UsageError("--families and --drafters: give one (with --target they are the same list)")
+  return list(fv.families)
 
 
 def num_nodes(drafter, gamma):
@@ -185,16 +135,18 @@ def costs(target, drafter, batch, gamma, sampling, max_new_tokens) -> tuple:
   return measure.costs(target, drafter, prompts, lengths, gamma, n, sampling, prompts.shape[1] + max_new_tokens + n)
 
 
-def full_vocab_cost(family, drafter, target, batch, gamma, sampling, max_new_tokens):
-  """c of the drafter without its truncated vocabulary (None when it has none)."""
+def full_vocab_cost(kind, drafter, target, batch, gamma, sampling, max_new_tokens):
+  """c of the drafter without its truncated vocabulary (None when it has none, or the kind has no twin)."""
   if getattr(drafter, "subset_K", None) is None:
     return None
-  if family in ("draft_lm", "specinfer"):
+  if kind in ("draft_model", "specinfer"):
     twin = full_vocab_twin(drafter, target)
-  elif family.startswith("eagle"):
+  elif kind == "eagle":
     twin = eagle_full_vocab_twin(drafter)
-  else:
+  elif kind in ("mtp", "dflash", "medusa"):
     twin = heads_full_vocab_twin(drafter, target)
+  else:  # a table's truncated vocabulary is what it counts, not a cost saved
+    return None
   return costs(target, twin, batch, gamma, sampling, max_new_tokens)[0]
 
 
@@ -204,25 +156,27 @@ def run(fv, argv, batch_sizes, temperatures) -> int:
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax import theory  # pylint: disable=import-outside-toplevel
   from specjax.data import generated  # pylint: disable=import-outside-toplevel
-  names = ["draft_lm", "ngram"] if fv.families is None else fv.families
-  unknown = sorted(set(names) - set(REAL_FAMILIES))
-  if unknown:
-    raise common.UsageError(f"--families: unknown {unknown}; expected some of {', '.join(REAL_FAMILIES)}")
+  rows_asked = real_rows.parse_rows(row_names(fv), fv.drafter_option)  # every flag checked before loading
+  if fv["b1_prompts"].present and 1 not in batch_sizes:
+    raise common.UsageError("--b1_prompts: not used without batch size 1 in --batch_sizes")
   max_new, repeats = fv.max_new_tokens or 96, fv.repeats or 1
   data = pathlib.Path(fv.data or generated.default_out(fv.target)).expanduser()
   rows8 = held_out_prompts(data)
   target, tok = specjax.load_pretrained(fv.target)
   width = max(map(len, rows8))
-  drafters = load_drafters(fv, names, target, data)
+  order = real_rows.order_key(rows_asked)
+  rows_asked.sort(key=lambda r: order(r.name))
+  drafters, options_of = load_drafters(rows_asked, target, data)
   out_dir = common.out_dir(fv.out_dir or "benchmarks/real")
   kept, earlier_runs = [], []
   if fv.merge and (out_dir / "real.json").is_file():
     saved = json.loads((out_dir / "real.json").read_text())
     kept = [r for r in saved["rows"] if r["family"] not in drafters]
+    order = real_rows.order_key(rows_asked + [real_rows.Row(r["family"], "", {}) for r in kept])
     earlier_runs = saved["meta"].get("earlier_runs", []) + [saved["meta"]["argv"]]
   results, rows = [], []
   combos = [(f, b, t) for f in drafters for b in batch_sizes for t in temperatures
-            if not (f == "medusa_typical" and t == 0)]  # typical acceptance only changes T > 0
+            if not (t == 0 and options_of[f].get("acceptance") == "typical")]  # typical only changes T > 0
   for family, b, t in tqdm(combos, desc="real drafters"):
     drafter, gamma = drafters[family]
     sampling = specjax.Sampling(t)
@@ -241,21 +195,23 @@ def run(fv, argv, batch_sizes, temperatures) -> int:
            "formula_speedup": round(float(theory.walltime_improvement(alpha, gamma, c, v)), 3),
            "identical_at_t0": tot["identical"] if t == 0 else None, "generated_tokens": tot["spec_tokens"],
            "prompts": len(batches) * b, "max_new_tokens": max_new}
-    c_full = None if family in ("ngram", "table") else full_vocab_cost(family, drafter, target, batches[0], gamma,
-                                                                      sampling, max_new)
+    kind = options_of[family]["kind"]
+    c_full = full_vocab_cost(kind, drafter, target, batches[0], gamma, sampling, max_new)
     if c_full is not None:
       row["c_full_vocab"] = round(c_full, 4)
-    if family != "ngram" and getattr(drafter, "subset_K", None) is not None:
+    if kind != "ngram" and getattr(drafter, "subset_K", None) is not None:
       row["k"] = int(drafter.subset_K.shape[0])
-    if family == "specinfer":
-      row["tree"] = f"{fv.specinfer_tree}, {num_nodes(drafter, gamma) - 1} nodes"
+    tree = real_rows.tree_label(kind, options_of[family])
+    if kind == "specinfer":
+      row["tree"] = f"{tree}, {num_nodes(drafter, gamma) - 1} nodes"
     if drafter.lossy_reason(sampling) is not None:
       row["lossy"] = True
-    if family.startswith("medusa"):
-      row["tree"] = f"{fv.medusa_tree}, {num_nodes(drafter, gamma) - 1} nodes"
+    if kind == "medusa":  # after lossy: the key order real.json has always had
+      row["tree"] = f"{tree}, {num_nodes(drafter, gamma) - 1} nodes"
     results.append(row)
-    rows = sorted(kept + results, key=lambda r: REAL_FAMILIES.index(r["family"]))  # stable: B, T order kept
-    meta = {"argv": list(argv), "target": fv.target, "drafter": fv.drafter, "max_new_tokens": max_new,
+    rows = sorted(kept + results, key=lambda r: order(r["family"]))  # stable: B, T order kept
+    meta = {"argv": list(argv), "target": fv.target, "drafter": real_rows.small_model_of(options_of),
+            "max_new_tokens": max_new, "drafters": options_of,
             "devices": [str(d) for d in jax.devices()], "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "note": "2 CPU cores shared with other jobs; AR and speculative timed alternately",
             "earlier_runs": earlier_runs}  # --merge: the commands of the rows kept

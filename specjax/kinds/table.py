@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
 import numpy as np
 
@@ -11,12 +12,28 @@ from specjax.drafters.table import TableDrafter
 
 @dataclasses.dataclass(frozen=True)
 class TableOptions(drafters.Options):
-  order: int = 2  # 1: unigram, 2: bigram (counted from the stdlib train split)
+  order: int = 2    # 1: unigram, 2: bigram
+  corpus: str = ""  # a python -m specjax.train data folder (the target's own prompts + text); "": the stdlib train split
+  k: int = 0        # a truncated vocabulary: the corpus's k most frequent generated tokens (0: the whole vocabulary)
+
+
+def corpus_tokens(options: TableOptions, vocab_size: int) -> tuple[np.ndarray, np.ndarray | None]:
+  """``(tokens, subset_K)``: the ids the table is counted from and, with ``k``, its truncated vocabulary."""
+  from specjax.data import code_corpus, generated  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import vocab  # pylint: disable=import-outside-toplevel
+  if options.corpus:  # prompt + continuation rows; the subset: the target's generated tokens only
+    folder = pathlib.Path(options.corpus).expanduser()
+    tokens, _ = generated.joined(generated.load_shards(folder))
+    counts_V = generated.token_counts(folder, vocab_size) if options.k else None
+  else:
+    tokens = code_corpus.load_split("train")
+    counts_V = np.bincount(tokens, minlength=vocab_size) if options.k else None
+  return tokens, None if counts_V is None else vocab.top_k_subset(counts_V, options.k)
 
 
 def build(options: TableOptions, target) -> TableDrafter:
-  from specjax.data import code_corpus  # pylint: disable=import-outside-toplevel
-  return TableDrafter.from_corpus(code_corpus.load_split("train"), target.vocab_size, order=options.order)
+  tokens, subset_K = corpus_tokens(options, target.vocab_size)
+  return TableDrafter.from_corpus(tokens, target.vocab_size, order=options.order, subset_K=subset_K)
 
 
 def cases() -> tuple[drafters.Case, ...]:
@@ -26,7 +43,8 @@ def cases() -> tuple[drafters.Case, ...]:
   return (
       drafters.Case("table/order=2", ("order",), table(2)),
       drafters.Case("table/order=1", ("order",), table(1)),
-      drafters.Case("table/order=2/subset", ("order", "subset_K"), table(2, subset=True)),
+      # corpus and k only choose the counted text and which ids the subset keeps: any subset is exact
+      drafters.Case("table/order=2/subset", ("order", "subset_K", "corpus", "k"), table(2, subset=True)),
   )
 
 

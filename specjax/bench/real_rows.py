@@ -1,0 +1,164 @@
+"""The rows of ``bench families --target``: command-line drafters, each a named row of one registered kind.
+
+A ``--drafters`` item is ``[NAME=]BASE[:CHECKPOINT]``. ``BASE`` is a row of :data:`ROWS` (the
+drafters trained for SmolLM2-135M, each written as the ``KIND[:CHECKPOINT]`` and
+``KIND.OPTION=VALUE`` strings it stands for) or any registered kind (at the kind's defaults).
+``NAME`` (default: ``BASE``) names the row in real.json; ``CHECKPOINT`` replaces the base's.
+A ``--drafter_option=OWNER.OPTION=VALUE`` applies to every row whose kind or name is ``OWNER``
+(the row's own name last, so it wins); one that no row takes is an error. Every row is built by
+:func:`specjax.drafters.build`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from specjax.bench import common
+
+# row -> (KIND[:CHECKPOINT], KIND.OPTION=VALUE strings): as typed on the command line
+ROWS = {
+    "draft_lm": ("draft_model:smollm2/draft_lm", ("draft_model.gamma=5",)),
+    # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
+    "specinfer": ("specinfer:smollm2/draft_lm", ("specinfer.paths=chain4+1x2", "specinfer.siblings=without_replacement")),
+    "ngram": ("ngram", ("ngram.n=3", "ngram.gamma=4")),
+    # a bigram table over the most frequent tokens of the target's training generations (corpus: --data)
+    "table": ("table", ("table.k=4096", "table.gamma=4")),
+    "mtp": ("mtp:smollm2/mtp", ("mtp.gamma=3",)),
+    "medusa": ("medusa:smollm2/medusa", ("medusa.tree=chain3+1x2",)),
+    "medusa_typical": ("medusa:smollm2/medusa", ("medusa.tree=chain3+1x2", "medusa.acceptance=typical")),
+    "dflash": ("dflash:runs/smollm2_dflash/head", ()),  # gamma: its trained block size less one
+    "eagle": ("eagle:smollm2/eagle", ("eagle.tree=chain", "eagle.gamma=4")),
+    "eagle_dynamic": ("eagle:smollm2/eagle", ("eagle.tree=dynamic", "eagle.gamma=4", "eagle.top_k=4",
+                                              "eagle.total_tokens=8")),
+}
+DEFAULT_DRAFTERS = ("draft_lm", "ngram")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One measured drafter: its row name, kind and option values (``specjax.drafters.parse_drafter``'s)."""
+  name: str
+  kind: str
+  values: dict
+
+
+def split_item(item: str) -> tuple[str, str, str]:
+  """``[NAME=]BASE[:CHECKPOINT]`` -> (name, base, checkpoint)."""
+  name, eq, rest = item.partition("=")
+  base, _, checkpoint = (rest if eq else item).partition(":")
+  name = name if eq else base
+  if not name.isidentifier() or not base:
+    raise common.UsageError(f"--drafters: {item!r} must read [NAME=]ROW_OR_KIND[:CHECKPOINT]")
+  return name, base, checkpoint
+
+
+def option_owner(text: str) -> tuple[str, str]:
+  """``OWNER.OPTION=VALUE`` -> (owner, ``OPTION=VALUE``)."""
+  head, eq, _ = text.partition("=")
+  owner, dot, key = head.partition(".")
+  if not (eq and dot and owner and key):
+    raise common.UsageError(f"--drafter_option={text}: must read KIND.OPTION=VALUE (or ROW.OPTION=VALUE)")
+  return owner, text[len(owner) + 1:]
+
+
+def parse_rows(items, option_texts) -> list[Row]:
+  """The rows of ``--drafters`` items with ``--drafter_option`` strings; every string must reach a row."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  kinds = specjax.drafters.kinds()
+  owned = [option_owner(t) for t in option_texts]
+  rows, used = [], set()
+  for item in items:
+    name, base, checkpoint = split_item(item)
+    spec, defaults = ROWS.get(base, (base, ()))
+    kind = spec.partition(":")[0]
+    if base not in ROWS and base not in kinds:
+      raise common.UsageError(f"--drafters: {base!r} is neither a row ({', '.join(ROWS)}) nor a drafter kind "
+                              f"({', '.join(kinds)})")
+    if name != kind and name in kinds:
+      raise common.UsageError(f"--drafters: row name {name!r} is another drafter kind; give the {kind} row another name")
+    if name in (r.name for r in rows):
+      raise common.UsageError(f"--drafters: two rows named {name!r}; name one NAME={item}")
+    mine = [i for i, (owner, _) in enumerate(owned) if owner == kind] + \
+           [i for i, (owner, _) in enumerate(owned) if owner == name and name != kind]
+    used.update(mine)
+    # the base's checkpoint as an option, so that KIND.checkpoint=... overrides it; :CHECKPOINT wins over both
+    base_checkpoint = spec.partition(":")[2]
+    texts = [f"{kind}.checkpoint={base_checkpoint}"] * bool(base_checkpoint) + list(defaults)
+    texts += [f"{kind}.{owned[i][1]}" for i in mine]
+    try:
+      kind, values = specjax.drafters.parse_drafter(f"{kind}:{checkpoint}" if checkpoint else kind, texts)
+    except ValueError as e:
+      raise common.UsageError(f"--drafters {name}: {e}") from e
+    rows.append(Row(name, kind, values))
+  unused = [option_texts[i] for i in range(len(owned)) if i not in used]
+  if unused:
+    raise common.UsageError(f"--drafter_option={unused[0]}: no row of --drafters is of that kind or name "
+                            f"(rows: {', '.join(f'{r.name} ({r.kind})' for r in rows)})")
+  return rows
+
+
+def order_key(rows: list[Row]):
+  """Sort key of row names: :data:`ROWS`' order, then the others as given."""
+  names = list(ROWS) + [r.name for r in rows if r.name not in ROWS]
+  return lambda name: names.index(name) if name in names else len(names)
+
+
+def tree_depth(kind: str, values: dict):
+  """The depth of a SpecInfer or Medusa tree (their gamma), from its options; None for other kinds."""
+  from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
+  import specjax  # pylint: disable=import-outside-toplevel
+  if kind not in ("specinfer", "medusa"):
+    return None
+  options = specjax.drafters.make_options(kind, values)
+  if kind == "specinfer":
+    return max(map(len, tree_lib.parse_chain_paths(options.paths))) if options.paths else len(options.children)
+  if options.tree == "mc_sim_7b_63":
+    return max(map(len, medusa.MC_SIM_7B_63))
+  return max(map(len, tree_lib.parse_chain_paths(options.tree))) if options.tree else len(options.top_k)
+
+
+def resolved_values(row: Row, data) -> dict:
+  """The row's options as built: a trained head's folder found (else an error), the table's corpus
+  the ``data`` folder unless given, and gamma (unless given) the tree's depth or DFlash's trained block."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  from specjax.models import heads, store  # pylint: disable=import-outside-toplevel
+  values = dict(row.values)
+  if specjax.drafters.spec(row.kind).head is not None:
+    folder = heads.resolve(values.get("checkpoint", ""))
+    if folder is None:
+      raise common.UsageError(f"no {row.name} weights at {values.get('checkpoint', '')!r} "
+                              f"(python -m specjax.train {row.kind} --data=real)")
+    values["checkpoint"] = str(folder)
+  if row.kind == "table" and not values.get("corpus"):
+    values["corpus"] = str(data)
+  if "gamma" not in values:
+    depth = tree_depth(row.kind, values)
+    if depth is not None:
+      values["gamma"] = depth
+    elif row.kind == "dflash":
+      values["gamma"] = store.read_meta(values["checkpoint"])["config"]["block_size"] - 1
+  return values
+
+
+def build_row(row: Row, values: dict, target) -> tuple:
+  """``(drafter, gamma)`` of a row from its :func:`resolved_values`, through :func:`specjax.drafters.build`."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  options = specjax.drafters.make_options(row.kind, values)
+  try:
+    return specjax.drafters.build(row.kind, options, target), options.gamma
+  except ValueError as e:
+    raise common.UsageError(f"--drafters {row.name}: {e}") from e
+
+
+def tree_label(kind: str, values: dict) -> str | None:
+  """A SpecInfer or Medusa row's tree as its options give it (real.json's ``tree``, with its node count)."""
+  if kind == "specinfer":
+    return values.get("paths") or "children=" + ",".join(map(str, values.get("children", ())))
+  if kind == "medusa":
+    return values.get("tree", "") or "top_k=" + ",".join(map(str, values.get("top_k", ())))
+  return None
+
+
+def small_model_of(options_of: dict) -> str:
+  """The small model of the draft_model / SpecInfer rows (real.json's ``meta.drafter``), "" when none."""
+  return next((v.get("checkpoint", "") for v in options_of.values() if v["kind"] in ("draft_model", "specinfer")), "")
