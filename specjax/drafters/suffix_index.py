@@ -100,9 +100,11 @@ def with_index(tokens_N, write, key_len: int) -> Pool:
   tokens_N = np.asarray(tokens_N, np.int32)
   n = len(tokens_N)
   hashes = ngram_hashes(tokens_N, key_len)
-  slot = (n - 1 - np.argsort(hashes[:, ::-1], axis=1, kind="stable")).astype(np.int32)  # ties: latest first
+  # one sort of (hash, newest first) packed in 64 bits: the high half the hash, the low half n - 1 - slot
+  packed = np.sort((hashes.astype(np.uint64) << np.uint64(32)) | (n - 1 - np.arange(n, dtype=np.uint64)), axis=1)
+  slot = (n - 1 - (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)).astype(np.int32)
   return Pool(jnp.asarray(tokens_N), jnp.asarray(write, jnp.int32),
-              jnp.asarray(np.take_along_axis(hashes, slot, 1)), jnp.asarray(slot))
+              jnp.asarray((packed >> np.uint64(32)).astype(np.uint32)), jnp.asarray(slot))
 
 
 def add(pool: Pool, docs_DxT, lengths_D) -> Pool:
