@@ -69,6 +69,21 @@ def test_the_most_frequent_continuation_wins_and_ties_go_to_the_latest():
   assert int(none.num_B[0]) == 0  # no match: nothing drafted
 
 
+def test_the_corpus_drafts_after_the_rows_text_and_the_pool():
+  tokens, seq_len = _rows([[9, 1, 2]])
+  corpus = suffix.corpus_pool([[1, 2, 5, 5], [7, 7, 8]])
+  assert corpus.capacity == 9  # exactly the documents and their separators
+  pool = suffix.pool_from_corpus(32, [[1, 2, 6, 6]])
+  draft = lambda d: np.asarray(d.propose((), tokens, seq_len, 2, None, None)[1].tokens_BxG[0]).tolist()
+  assert draft(suffix.Suffix(index.Pool.create(8), corpus, max_n=2, top=1, min_prob=0.0)) == [5, 5]
+  assert draft(suffix.Suffix(pool, corpus, max_n=2, top=1, min_prob=0.0)) == [6, 6]  # the pool's first
+  assert draft(suffix.Suffix(None, corpus, scope="row", max_n=2, top=1, min_prob=0.0)) == [5, 5]
+  longer = suffix.corpus_pool([[9, 1, 2, 4, 4]])  # a longer match wins wherever it is
+  assert draft(suffix.Suffix(pool, longer, max_n=3, top=1, min_prob=0.0)) == [4, 4]
+  with pytest.raises(ValueError, match="corpus holds token id 9"):
+    suffix.Suffix(None, longer, scope="row").check_compatible(testing.tiny_decoder(8))
+
+
 def test_scopes_row_batch_run():
   tokens, seq_len = _rows([[5, 6, 7, 8, 5, 6], [1, 2, 3, 4, 1, 2]])
   pool = suffix.pool_from_corpus(32, [[3, 4, 1, 2, 9, 9]])

@@ -17,6 +17,10 @@ as ``GenerateOutput.drafter``, to pass into the next call. A drafter value is it
 repeating a call with the same drafter starts from the same pool. :func:`save_pool` /
 :func:`load_pool` keep a pool on disk (:mod:`specjax.drafters.memory`'s format) with the
 tokenizer's and checkpoint's hashes; loading it for another model is refused.
+
+**Corpus** (``Suffix.corpus``, any scope): a fixed pool of text, e.g. the target's own answers to
+other prompts (:func:`corpus_pool`), searched after the row's text and the pool and never changed
+(a datastore, as in REST): it is not memory, so a call does not rebuild its index.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ SCOPES = ("row", "batch", "run")
 @flax.struct.dataclass
 class Suffix(Drafter):
   pool: index.Pool | None = None  # scope "run": earlier text shared by every row and call
+  corpus: index.Pool | None = None  # any scope: fixed text searched after the pool (never learned into)
   scope: str = flax.struct.field(pytree_node=False, default="run")
   max_n: int = flax.struct.field(pytree_node=False, default=16)       # longest suffix matched
   min_match: int = flax.struct.field(pytree_node=False, default=1)    # shorter matches draft nothing
@@ -69,10 +74,10 @@ class Suffix(Drafter):
     return cls(index.Pool.create(capacity) if scope == "run" else None, scope=scope, **settings)
 
   def check_compatible(self, target) -> None:
-    if self.pool is not None:
-      top = int(jnp.max(self.pool.tokens_N))
+    for name, pool in (("pool", self.pool), ("corpus", self.corpus)):
+      top = -1 if pool is None else int(jnp.max(pool.tokens_N))
       if top >= target.vocab_size:
-        raise ValueError(f"suffix pool holds token id {top}, outside the target's vocabulary "
+        raise ValueError(f"suffix {name} holds token id {top}, outside the target's vocabulary "
                          f"(vocab_size={target.vocab_size}): it was built with another tokenizer")
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
@@ -80,7 +85,8 @@ class Suffix(Drafter):
     return ()
 
   def match(self, tokens_BxS, seq_len_B, gamma) -> index.Match:
-    return index.longest_match(self.pool if self.scope == "run" else None, tokens_BxS, seq_len_B, gamma,
+    pools = tuple(p for p in (self.pool if self.scope == "run" else None, self.corpus) if p is not None)
+    return index.longest_match(pools, tokens_BxS, seq_len_B, gamma,
                                others=self.scope == "batch", max_n=self.max_n, min_match=self.min_match,
                                top=self.top, factor=self.factor, min_prob=self.min_prob)
 
@@ -224,6 +230,12 @@ def load_pool(path, drafter, hashes_: dict):
   if not pathlib.Path(path).is_file():
     raise FileNotFoundError(f"suffix pool file {path} does not exist")
   return memory_lib.load(path, drafter, **hashes_)
+
+
+def corpus_pool(docs) -> index.Pool:
+  """A pool exactly large enough for ``docs`` (each followed by a separator): a drafter's corpus."""
+  docs = [np.asarray(d, np.int32).reshape(-1) for d in docs]
+  return pool_from_corpus(max(sum(len(d) + 1 for d in docs), 2), docs)
 
 
 def pool_from_corpus(capacity: int, docs) -> index.Pool:

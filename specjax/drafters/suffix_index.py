@@ -33,6 +33,8 @@ drop out. The chain stops where no occurrence continues, where that share falls 
 """
 from __future__ import annotations
 
+import functools
+
 import flax
 import jax
 import jax.numpy as jnp
@@ -88,7 +90,7 @@ def ngram_hashes(tokens_N, key_len: int) -> np.ndarray:
   out = np.empty((key_len, n), np.uint32)
   for k in range(key_len):
     back = np.full(n, SEP, np.int64)
-    back[k:] = t[:n - k]  # the token k slots back
+    back[k:] = t[:max(n - k, 0)]  # the token k slots back
     alive &= back != SEP
     h = h * HASH_MUL + (back + 1).astype(np.uint32)  # uint32 arithmetic wraps, as in JAX
     out[k] = np.where(alive & has_next, h, NO_HASH)
@@ -182,24 +184,26 @@ class Match:
   match_B: jax.Array         # the longest match's length (0: none)
 
 
-def longest_match(pool: Pool | None, tokens_BxS, seq_len_B, gamma: int, *, others: bool, max_n: int,
+def longest_match(pools, tokens_BxS, seq_len_B, gamma: int, *, others: bool, max_n: int,
                   min_match: int = 1, top: int = 32, factor: float = 1.0, min_prob: float = 0.0) -> Match:
   """The draft of :mod:`this module <specjax.drafters.suffix_index>` for each row (see its docstring):
-  the longest match in the row's text (``others``: and its peers') and in ``pool`` (through its index)."""
+  the longest match in the row's text (``others``: and its peers') and in each of ``pools`` (a Pool,
+  a sequence of them, most recent text first, or None), through their indexes. Among occurrences of
+  the longest match, the row's come first, then each pool's in order, each latest first."""
+  pools = () if pools is None else (pools,) if isinstance(pools, Pool) else tuple(pools)
   text_BxL, own_start = searched_text(None, tokens_BxS, seq_len_B, others)
-  k_B, cont_BxMxG, valid_BxM = _scanned_occurrences(text_BxL, own_start, seq_len_B, gamma, max_n, top)
-  if pool is not None:
-    k_pool_B, cont_pool_BxMxG, valid_pool_BxM = _pool_occurrences(pool, text_BxL, own_start, seq_len_B, gamma,
-                                                                  min(max_n, pool.key_len), top)
-    k_all_B = jnp.maximum(k_B, k_pool_B)
-    valid_BxM = jnp.concatenate([valid_BxM & (k_B == k_all_B)[:, None],
-                                 valid_pool_BxM & (k_pool_B == k_all_B)[:, None]], 1)
-    cont_BxMxG = jnp.concatenate([cont_BxMxG, cont_pool_BxMxG], 1)
-    # the first ``top`` valid ones: the row's own (latest first), then the pool's (latest first)
-    _, pick_BxM = jax.lax.top_k(jnp.where(valid_BxM, 2 * top - jnp.arange(2 * top)[None], -1), top)
+  found = [_scanned_occurrences(text_BxL, own_start, seq_len_B, gamma, max_n, top)]
+  found += [_pool_occurrences(p, text_BxL, own_start, seq_len_B, gamma, min(max_n, p.key_len), top) for p in pools]
+  k_B = found[0][0]
+  cont_BxMxG, valid_BxM = found[0][1], found[0][2]
+  if pools:
+    k_B = functools.reduce(jnp.maximum, [f[0] for f in found])
+    valid_BxM = jnp.concatenate([v & (k == k_B)[:, None] for k, _, v in found], 1)
+    cont_BxMxG = jnp.concatenate([c for _, c, _ in found], 1)
+    m = valid_BxM.shape[1]  # the first ``top`` valid ones, in the order above
+    _, pick_BxM = jax.lax.top_k(jnp.where(valid_BxM, m - jnp.arange(m)[None], -1), top)
     valid_BxM = jnp.take_along_axis(valid_BxM, pick_BxM, 1)
     cont_BxMxG = jnp.take_along_axis(cont_BxMxG, pick_BxM[:, :, None], 1)
-    k_B = k_all_B
   end_B = own_start + seq_len_B
   last_B = jnp.take_along_axis(text_BxL, (end_B - 1)[:, None], 1)[:, 0]
   return _vote(k_B, cont_BxMxG, valid_BxM, last_B, gamma, min_match=min_match, factor=factor, min_prob=min_prob)

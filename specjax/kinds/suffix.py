@@ -3,8 +3,9 @@
 ``pool_file``: a pool saved with :func:`specjax.drafters.suffix.save_pool` for this target, with
 ``suffix.hashes(target)`` (loading one saved for another tokenizer or checkpoint is refused; the
 ``capacity`` must be the saved one). ``corpus``: a folder written by
-``python -m specjax.train data`` (its train shards: prompts and the target's own continuations)
-appended to the pool, oldest first; what does not fit the ``capacity`` is evicted.
+``python -m specjax.train data`` (its train shards: prompts and the target's own continuations,
+e.g. ``--questions=FILE`` for chat answers), held whole in a fixed pool of its own
+(``Suffix.corpus``, any scope) searched after the row's text and the pool.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class SuffixOptions(drafters.Options):
   factor: float = 1.0     # drafts per round <= ceil(factor * match length), and <= gamma
   min_prob: float = 0.1   # the chain stops where its token's share of the occurrences falls below
   pool_file: str = ""     # a saved pool to start from (scope run)
-  corpus: str = ""        # a `python -m specjax.train data` folder to start the pool from (scope run)
+  corpus: str = ""        # a `python -m specjax.train data` folder: fixed text searched after the pool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,16 +42,12 @@ def build_suffix(options, target):
   from specjax.drafters import suffix_index  # pylint: disable=import-outside-toplevel
   settings = dict(max_n=options.max_n, min_match=options.min_match, top=options.top, factor=float(options.factor),
                   min_prob=float(options.min_prob))
+  corpus = suffix.corpus_pool(generated.corpus_docs(options.corpus)) if options.corpus else None
   if options.scope != "run":
-    if options.pool_file or options.corpus:
-      raise ValueError(f"suffix pool_file/corpus need scope='run', got scope={options.scope!r}")
-    return suffix.Suffix(None, scope=options.scope, **settings)
-  if options.pool_file and options.corpus:
-    raise ValueError("suffix: give pool_file or corpus, not both")
-  pool = suffix_index.Pool.create(options.capacity)
-  if options.corpus:
-    pool = suffix.pool_from_corpus(options.capacity, generated.corpus_docs(options.corpus))
-  drafter = suffix.Suffix(pool, scope="run", **settings)
+    if options.pool_file:
+      raise ValueError(f"suffix pool_file needs scope='run', got scope={options.scope!r}")
+    return suffix.Suffix(None, corpus, scope=options.scope, **settings)
+  drafter = suffix.Suffix(suffix_index.Pool.create(options.capacity), corpus, scope="run", **settings)
   if options.pool_file:
     drafter = suffix.load_pool(options.pool_file, drafter, suffix.hashes(target))
   return drafter
@@ -103,9 +100,13 @@ def _pool(m, capacity=256):
   return suffix.pool_from_corpus(capacity, _SAMPLED["text"])
 
 
-def _suffix(m, scope="run", **settings):
+def _suffix(m, scope="run", corpus=False, **settings):
+  """Scope run: the target's text in the pool, or (``corpus``) in the fixed corpus beside an empty pool."""
   from specjax.drafters import suffix  # pylint: disable=import-outside-toplevel
+  from specjax.drafters import suffix_index  # pylint: disable=import-outside-toplevel
   settings = dict(dict(max_n=4, factor=2.0, min_prob=0.0), **settings)  # factor 2: a 1-token match drafts 2
+  if corpus:
+    return suffix.Suffix(suffix_index.Pool.create(64), _pool(m), scope=scope, **settings)
   return suffix.Suffix(_pool(m) if scope == "run" else None, scope=scope, **settings)
 
 
@@ -136,7 +137,7 @@ def suffix_cases():
       drafters.Case("suffix/scope=batch/adaptive", ("scope=batch", "adaptive") + SETTINGS,
                     lambda m: _suffix(m, "batch", max_n=3), adaptive=True),
       drafters.Case("suffix/scope=run,corpus", ("scope=run", "capacity", "corpus", "top") + SETTINGS,
-                    lambda m: _suffix(m, top=8)),
+                    lambda m: _suffix(m, top=8, corpus=True)),
       drafters.Case("suffix/pool_file", ("scope=run", "pool_file", "top") + SETTINGS, lambda m: _from_file(m, top=4)),
   )
 
