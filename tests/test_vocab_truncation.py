@@ -281,9 +281,13 @@ def test_generated_shards_and_counts(tmp_path):
   with pytest.raises(ValueError, match="crop=9"):
     generated.crops(tmp_path, "shards", crop=9)
   np.testing.assert_array_equal(generated.eval_prompts(d, n=2, length=1), [[5], [7]])
-  docs = generated.corpus_docs(tmp_path)  # a suffix pool's documents: prompt, then continuation
+  np.savez(tmp_path / "shards" / "00001.npz", prompts=np.array([[4, 4, 4, 4, 4]], np.int32),  # a wider shard
+           prompt_lengths=np.array([5], np.int32), tokens=np.array([[8, 9, 9]], np.int32),
+           lengths=np.array([1], np.int32), kinds=np.array(["chat"]), sources=np.array(["c"]), seconds=np.float64(1.0))
+  assert generated.load_shards(tmp_path)["prompts"].shape == (3, 5)
+  docs = generated.corpus_docs(tmp_path)[:2]  # a suffix pool's documents: prompt, then continuation
   assert [d.tolist() for d in docs] == [[5, 6, 1, 2], [7, 3]]
-  assert [p.tolist() for p in generated.corpus_prompts(tmp_path)] == [[5, 6], [7]]
+  assert [p.tolist() for p in generated.corpus_prompts(tmp_path)] == [[5, 6], [7], [4, 4, 4, 4, 4]]
 
 
 def test_data_from_questions_keeps_whole_chat_prompts(tmp_path):

@@ -25,6 +25,10 @@ def load_shards(folder, split: str = "shards") -> dict:
   if not files:
     raise FileNotFoundError(f"no shards under {folder}/{split}; run python -m specjax.train data")
   parts = [dict(np.load(f)) for f in files]
+  for k in ("prompts", "tokens"):  # shards of whole prompts (--questions) have their own widths: right-pad
+    width = max(p[k].shape[1] for p in parts)
+    for p in parts:
+      p[k] = np.pad(p[k], ((0, 0), (0, width - p[k].shape[1])))
   return {k: np.concatenate([p[k] for p in parts]) for k in ("prompts", "prompt_lengths", "tokens", "lengths", "kinds")}
 
 
