@@ -42,6 +42,24 @@ def test_template_checks_and_shape():
     drafter.check_compatible(specjax.testing.tiny_decoder(16))
 
 
+def test_a_table_counted_from_text_starts_with_the_most_frequent_successors():
+  docs = [[1, 2, 1, 2, 1, 3], [1, 3, 1, 2, 4]]  # after 1: 2 three times, 3 twice; after 2: 1 twice, 4 once
+  table = np.asarray(recycling.table_from_text(6, 3, docs))
+  assert table[1].tolist() == [2, 3, 0] and table[2].tolist() == [1, 4, 0] and table[3].tolist() == [1, 0, 2]
+  assert table[5].tolist() == [0, 1, 2]  # never seen: the initial ids
+  with pytest.raises(ValueError, match="outside the vocabulary"):
+    recycling.table_from_text(4, 3, docs)
+
+
+def test_the_corpus_option_starts_the_table_from_a_data_folder(tmp_path):
+  (tmp_path / "shards").mkdir()  # as python -m specjax.train data writes it: prompt 1 2, continuation 1 3
+  np.savez(tmp_path / "shards" / "00000.npz", prompts=np.array([[1, 2, 0]], np.int32),
+           prompt_lengths=np.array([2], np.int32), tokens=np.array([[1, 3, 0]], np.int32),
+           lengths=np.array([2], np.int32), kinds=np.array(["chat"]), sources=np.array(["q"]), seconds=np.float64(1.0))
+  drafter = specjax.drafters.build("recycling", {"corpus": str(tmp_path), "k": 3}, specjax.testing.tiny_decoder(16))
+  assert np.asarray(drafter.memory)[[1, 2]].tolist() == [[2, 3, 0], [1, 0, 2]]
+
+
 def test_tree_formula_chain_case_and_jnp_agree():
   alpha = np.array([0.0, 0.3, 0.7, 0.95])
   chain = tree_lib.chain(4).parents

@@ -3,6 +3,7 @@ each, reading the benchmark JSON files (rendered into the pages by ``tools/table
 docs/reproductions.md's are in ``tools/table_defs_reproductions.py``)."""
 from __future__ import annotations
 
+import table_defs_owntext
 from table_kit import Sources, Table, f, minutes, n, row_of, same, t, table, x
 
 
@@ -59,6 +60,7 @@ def summary(src: Sources) -> Table:
                    + ("" if cfg.get("stop_at_eos", True) else ", past EOS to a fixed length"),
                    str(cfg["batch_size"]), t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
                    same(o["identical_to_autoregressive"], cfg["temperature"]), rel])
+  rows += table_defs_owntext.summary_rows(src)
   real = src.json("benchmarks/real/real.json")["rows"]
   r = row_of(real, family="ngram", batch_size=1, temperature=0.0)
   rows.append(["SmolLM2-135M-Instruct", "n-gram prompt lookup", "held-out code, translation, English", "1", "0",

@@ -24,6 +24,7 @@ import sys
 sys.path.insert(1, str(pathlib.Path(__file__).resolve().parent.parent))  # this repository's specjax (labels)
 
 import table_defs  # noqa: F401  (registers its tables)
+import table_defs_owntext  # noqa: F401  (registers its tables)
 import table_defs_reproductions  # noqa: F401  (registers its tables)
 from table_kit import TABLES, Sources, TableError
 

@@ -14,6 +14,7 @@ class RecyclingOptions(drafters.Options):
   k: int = 8                      # successors kept per token (the table's width, the verify's top-k)
   paths: tuple = DEFAULT_PATHS    # the tree template: successor ranks from the last token
   budgets: tuple = DEFAULT_BUDGETS  # node budgets chosen per round with the adaptive loop (0: a plain step)
+  corpus: str = ""                # a `python -m specjax.train data` folder: the table starts from its successors
 
   def __post_init__(self):
     super().__post_init__()
@@ -23,6 +24,11 @@ class RecyclingOptions(drafters.Options):
 
 def build(options: RecyclingOptions, target) -> Recycling:
   drafter = Recycling.create(target.vocab_size, options.k, tuple(map(tuple, options.paths)), tuple(options.budgets))
+  if options.corpus:
+    from specjax.data import generated  # pylint: disable=import-outside-toplevel
+    from specjax.drafters import recycling  # pylint: disable=import-outside-toplevel
+    drafter = drafter.with_memory(recycling.table_from_text(target.vocab_size, options.k,
+                                                            generated.corpus_docs(options.corpus)))
   depth = drafter.tree.max_depth
   if options.gamma != depth:
     raise ValueError(f"drafter gamma={options.gamma} must equal the depth of the recycling template ({depth}); "
