@@ -62,7 +62,7 @@ class DraftLayer(nn.Module):
     self.wk = param_with_axes(self, "k", init, (e, k, d), ("embed", "kv_heads", "kv"))
     self.wv = param_with_axes(self, "v", init, (e, k, d), ("embed", "kv_heads", "kv"))
     self.wo = param_with_axes(self, "o", Init.normal((h * d) ** -0.5), (h, d, e), ("heads", "kv", "embed"))
-    self.mlp = layers.SwiGLU(e, m, cfg.dtype)
+    self.mlp = layers.GatedMLP(e, m, cfg.dtype)
     self.attn_norm = RMSNorm(cfg.norm_eps)
     self.mlp_norm = RMSNorm(cfg.norm_eps)
 

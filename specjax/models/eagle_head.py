@@ -80,7 +80,7 @@ class EagleHead(nn.Module):
     self.hidden_norm = RMSNorm(cfg.norm_eps)
     self.mlp_norm = RMSNorm(cfg.norm_eps)
     self.final_norm = RMSNorm(cfg.norm_eps)
-    self.mlp = layers.SwiGLU(e, cfg.mlp_dim, cfg.dtype)
+    self.mlp = layers.GatedMLP(e, cfg.mlp_dim, cfg.dtype)
     self.lm_head = param_with_axes(self, "lm_head", Init.normal(e ** -0.5), (e, cfg.out_vocab), ("embed", "vocab"))
 
   def project(self, feat_BxTxF):

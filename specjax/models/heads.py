@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from specjax.models import bundle, packed, store
 from specjax.models.store import ASSETS
-from specjax.models.layers import Init, RMSNorm, SwiGLU, param_with_axes
+from specjax.models.layers import GatedMLP, Init, RMSNorm, param_with_axes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ class MTPHead(nn.Module):
     w_in = param_with_axes(self, "in_proj", Init.normal((2 * e) ** -0.5), (2 * e, e), ("mlp", "embed"))
     x = x @ w_in.astype(dt)
     for i in range(cfg.num_blocks):
-      x = x + SwiGLU(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
+      x = x + GatedMLP(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
     return RMSNorm(cfg.norm_eps, name="final_norm")(x)
 
   def dummy_inputs(self):
