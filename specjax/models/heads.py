@@ -92,6 +92,17 @@ def target_io(target):
   return embed, unembed
 
 
+def check_feature_config(cfg) -> None:
+  """Validates (in ``__post_init__``) the config of a head fed by target-layer features: stores
+  ``target_layers`` as a tuple of ints (JSON gives lists), which must name at least one layer, and
+  needs ``num_heads`` to be a multiple of ``num_kv_heads``."""
+  object.__setattr__(cfg, "target_layers", tuple(int(i) for i in cfg.target_layers))
+  if not cfg.target_layers:
+    raise ValueError(f"{type(cfg).__name__}.target_layers must name at least one target layer")
+  if cfg.num_heads % cfg.num_kv_heads:
+    raise ValueError(f"num_heads={cfg.num_heads} is not a multiple of num_kv_heads={cfg.num_kv_heads}")
+
+
 def check_head(head_model, target, what: str) -> None:
   cfg, tcfg = head_model.config, target.config
   if target.is_encoder_decoder:
