@@ -82,6 +82,15 @@ def train_on_pool(params, loss_fn, pool: dict, opt, workdir, desc: str, anchors=
                     cfg, workdir, desc=desc)
 
 
+def train_head(init, loss_fn, pool: dict, held: dict, opt, desc: str, anchors=None):
+  """``(head, before, after)``: the head bundle ``init`` trained on ``pool`` (:func:`train_on_pool`,
+  checkpoints in ``opt.workdir``), and ``loss_fn``'s held-out metrics before and after."""
+  metrics = held_out_metrics(loss_fn, held, anchors)
+  before = metrics(init.params)
+  params = train_on_pool(init.params, loss_fn, pool, opt, opt.workdir, desc, anchors)
+  return init.replace(params=params), before, metrics(params)
+
+
 def save_trained_head(head, out, workdir, title: str, report: dict, acceptance, subset=None) -> int:
   """Saves a trained head (bf16; ``subset``, a truncated vocabulary's ids, beside it), its loss plot,
   and ``training.json`` with ``report`` plus ``acceptance()`` (greedy acceptance of the saved head),

@@ -77,13 +77,10 @@ def train_demo(opt) -> int:
   print(f"data pool ready: {text.shape}, target layers {layers}, in {time.time() - t0:.0f}s")
   loss_fn = train_heads.dflash_loss(module, target, opt.decay)
   anchors = (opt.block_size, opt.anchors)
-  metrics = common.held_out_metrics(loss_fn, held, anchors)
-  before = metrics(init.params)
-  params = common.train_on_pool(init.params, loss_fn, pool, opt, opt.workdir, "dflash", anchors)
-  head = init.replace(params=params)
+  head, before, after = common.train_head(init, loss_fn, pool, held, opt, "dflash", anchors)
   report = {"params": head.num_params, "steps": opt.steps, "block_size": opt.block_size,
             "target_layers": list(layers), "pool": list(text.shape), "held_out_before": before,
-            "held_out_after": metrics(params), "train_wall_s": round(time.time() - t0, 1)}
+            "held_out_after": after, "train_wall_s": round(time.time() - t0, 1)}
   return common.save_trained_head(head, out, opt.workdir, "DFlash block drafter on the frozen demo target", report,
                                   lambda: evaluate(opt, target, head))
 

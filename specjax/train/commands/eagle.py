@@ -79,12 +79,9 @@ def run(opt) -> int:
   held = train_heads.feature_pool(target, held_text, layers)
   print(f"data pool ready: {text.shape}, features of layers {layers}, in {time.time() - t0:.0f}s")
   loss_fn = train_eagle.eagle_loss(module, target, opt.depth, subset_K=subset)
-  metrics = common.held_out_metrics(loss_fn, held)
-  before = metrics(init.params)
-  params = common.train_on_pool(init.params, loss_fn, pool, opt, opt.workdir, "eagle")
-  head = init.replace(params=params)
+  head, before, after = common.train_head(init, loss_fn, pool, held, opt, "eagle")
   report = {"params": head.num_params, "steps": opt.steps, "depth": opt.depth, "target_layers": list(layers),
-            "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
+            "pool": list(text.shape), "held_out_before": before, "held_out_after": after,
             "train_wall_s": round(time.time() - t0, 1)}
   if subset is not None:
     report["subset_coverage"] = round(vocab.coverage(counts, subset), 4)

@@ -72,12 +72,9 @@ def train_demo(opt) -> int:
   pool, held = train_heads.feature_pool(target, text), train_heads.feature_pool(target, held_text)
   print(f"data pool ready: {text.shape} in {time.time() - t0:.0f}s")
   loss_fn = train_heads.mtp_loss(module, target, opt.depth)
-  metrics = common.held_out_metrics(loss_fn, held)
-  before = metrics(init.params)
-  params = common.train_on_pool(init.params, loss_fn, pool, opt, opt.workdir, "mtp")
-  head = init.replace(params=params)
+  head, before, after = common.train_head(init, loss_fn, pool, held, opt, "mtp")
   report = {"params": head.num_params, "steps": opt.steps, "depth": opt.depth, "data": opt.data,
-            "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
+            "pool": list(text.shape), "held_out_before": before, "held_out_after": after,
             "train_wall_s": round(time.time() - t0, 1)}
   return common.save_trained_head(head, out, opt.workdir, "MTP head on the frozen demo target", report,
                                   lambda: evaluate(opt, target, head))
