@@ -38,12 +38,12 @@ import contextlib
 import functools
 import json
 import pathlib
-import sys
 import time
 import zlib
 
 import numpy as np
 
+from specjax.bench import common
 from specjax.bench import exactness_configs as cfgs
 
 ALPHA = 1e-5
@@ -386,13 +386,11 @@ def main(argv) -> int:
                        flag_values=fv)
   flags.DEFINE_boolean("list", False, "print the cells and exit", flag_values=fv)
   flags.DEFINE_string("json_out", "", "write the result here", flag_values=fv)
-  if any(a in ("-h", "--help", "--helpfull") for a in argv[1:]):
-    print(__doc__.strip() + "\n\nflags:\n" + fv.get_help())
-    return 0
+  return common.run_task(fv, argv, __doc__, "exactness", lambda: _run(fv))
+
+
+def _run(fv) -> int:
   try:
-    rest = fv(list(argv))
-    if len(rest) > 1:
-      raise ValueError(f"unexpected arguments: {rest[1:]}")
     for name, known in (("samplings", samplings()), ("shapes", SHAPES)):
       bad = [x for x in getattr(fv, name) if x not in known]
       if bad:
@@ -402,9 +400,8 @@ def main(argv) -> int:
     cells = select(fv.configs, fv.samplings, fv.shapes, fv.kind)
     if not cells:
       raise ValueError(f"--configs={','.join(fv.configs)} matches no configuration")
-  except (flags.Error, ValueError, ImportError) as e:
-    print(f"exactness: {e}", file=sys.stderr)
-    return 2
+  except (ValueError, ImportError) as e:
+    raise common.UsageError(str(e)) from e
   if fv.list:
     for config, s, shape in cells:
       print(f"{config.name:<40} {s:<11} {shape}")

@@ -33,15 +33,16 @@ import dataclasses
 import hashlib
 import json
 import pathlib
-import sys
 
 import numpy as np
+
+from specjax.bench import common
 
 DEFAULT_TARGET = "smollm2-135m-instruct"
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 
 
-class InputError(ValueError):
+class InputError(common.UsageError):
   """Bad input found while setting up (file, checkpoint, drafter spec, prompt): reported in one line."""
 
 
@@ -393,41 +394,33 @@ def _check_shared(fv) -> None:
 
 
 def main(argv) -> int:
-  from absl import flags  # pylint: disable=import-outside-toplevel
   fv = _flags()
-  if any(a in ("-h", "--help", "--helpfull") for a in argv[1:]):
-    print(__doc__.strip() + "\n\nflags:\n" + fv.get_help())
-    return 0
+  return common.run_task(fv, argv, __doc__, "specbench", lambda: _run(fv))
+
+
+def _run(fv) -> int:
   try:
-    rest = fv(list(argv))
-    if len(rest) > 1:
-      raise ValueError(f"unexpected arguments: {rest[1:]}")
     _check(fv)
     if fv.table:
       print(format_table(json.loads(pathlib.Path(fv.table).read_text())))
       return 0
-  except (flags.Error, ValueError, OSError) as e:
-    print(f"specbench: {e}", file=sys.stderr)
-    return 2
+  except (ValueError, OSError) as e:
+    raise InputError(str(e)) from e
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
   from specjax.data import specbench_prompts  # pylint: disable=import-outside-toplevel
   try:
-    try:
-      records = limit_per_category(specbench_prompts.read(fv.questions), fv.limit)
-      target, tokenizer = specjax.load_pretrained(fv.target)
-    except (ValueError, FileNotFoundError) as e:
-      raise InputError(str(e)) from e
-    result = benchmark(records, target, tokenizer, fv.drafters, max_new_tokens=fv.max_new_tokens,
-                       temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
-                       seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
-                       adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence,
-                       sampled_confidence=fv.sampled_confidence, slope=fv.verify_slope,
-                       scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos,
-                       drafter_options=tuple(fv.drafter_option))
-  except InputError as e:
-    print(f"specbench: {e}", file=sys.stderr)
-    return 2
+    records = limit_per_category(specbench_prompts.read(fv.questions), fv.limit)
+    target, tokenizer = specjax.load_pretrained(fv.target)
+  except (ValueError, FileNotFoundError) as e:
+    raise InputError(str(e)) from e
+  result = benchmark(records, target, tokenizer, fv.drafters, max_new_tokens=fv.max_new_tokens,
+                     temperature=fv.temperature, batch_size=fv.batch_size, chat=fv.chat, repeats=fv.repeats,
+                     seed=fv.seed, min_prompt_width=fv.min_prompt_width, gamma=fv.gamma,
+                     adaptive=tuple(dict.fromkeys(fv.adaptive)), confidence=fv.confidence,
+                     sampled_confidence=fv.sampled_confidence, slope=fv.verify_slope,
+                     scale_confidence=fv.scale_confidence, memory=fv.acceptance_memory, stop_at_eos=fv.stop_at_eos,
+                     drafter_options=tuple(fv.drafter_option))
   device = jax.devices()[0]
   result["config"].update(questions=str(fv.questions), target=fv.target, limit=fv.limit,
                           questions_sha256=hashlib.sha256(pathlib.Path(fv.questions).read_bytes()).hexdigest(),

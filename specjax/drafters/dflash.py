@@ -23,8 +23,9 @@ import jax
 import jax.numpy as jnp
 
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, Drafter, top_probability
-from specjax.models import block_drafter, heads, kv_cache
+from specjax.drafters.base import Draft, top_probability
+from specjax.drafters.head import FeatureHeadDrafter
+from specjax.models import block_drafter, kv_cache
 from specjax.models.bundle import Model
 
 
@@ -38,43 +39,25 @@ class DFlashState:
 
 
 @flax.struct.dataclass
-class DFlash(Drafter):
+class DFlash(FeatureHeadDrafter):
   head: Model  # a BlockDrafter bundle (specjax.models.block_drafter)
   subset_K: jax.Array | None = None  # truncated draft vocabulary (specjax.drafters.vocab); None: all
   kind = "dflash"
-
-  @property
-  def num_params(self) -> int:
-    return self.head.num_params
-
-  @property
-  def feature_layers(self) -> tuple:
-    """Read by the speculative loop: commit then gets these target layers' outputs, concatenated."""
-    return self.head.config.target_layers
 
   @property
   def block_size(self) -> int:
     return self.head.config.block_size
 
   def check_compatible(self, target) -> None:
-    heads.check_head(self.head, target, "DFlash drafter")
-    if self.subset_K is not None:
-      vocab.check_subset(self.subset_K, target.vocab_size, "DFlash")
-    n = target.config.num_layers
-    if any(not 0 <= i < n for i in self.feature_layers):
-      raise ValueError(f"DFlash target_layers={self.feature_layers} name layers outside the target's 0..{n - 1}")
-
-  def _apply(self, *args, **kwargs):
-    return self.head.module.apply({"params": self.head.params}, *args, **kwargs)
+    self.check_head(target, "DFlash drafter", "DFlash")
+    self.check_feature_layers(target, "DFlash")
 
   def _context(self, feat_BxTxF, positions_BxT):
-    return self._apply(feat_BxTxF, positions_BxT, method="context")
+    return self.apply_head(feat_BxTxF, positions_BxT, method="context")
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
     b, p = prompts_BxP.shape
-    embed, unembed = heads.target_io(target)
-    if self.subset_K is not None:  # truncated draft vocabulary: only the subset's LM-head columns
-      unembed = jnp.take(unembed, self.subset_K, axis=1)
+    embed, unembed = self.embed_and_unembed(target)
     feat = self.prefill_of(target, prompts_BxP, prefill).features_BxPxF
     k_new, v_new = self._context(feat, jnp.broadcast_to(jnp.arange(p)[None], (b, p)))
     cfg = self.head.config
@@ -93,7 +76,7 @@ class DFlash(Drafter):
     s = state.ctx_k_LxBxSxKxD.shape[2]
     ctx_visible = jnp.broadcast_to((jnp.arange(s)[None] < state.ctx_len_B[:, None])[:, None], (b, q_len, s))
     mask = block_drafter.block_mask(ctx_visible, jnp.zeros((q_len,), jnp.int32))
-    hidden = self._apply(tok_emb, is_mask, positions, state.ctx_k_LxBxSxKxD, state.ctx_v_LxBxSxKxD, mask)
+    hidden = self.apply_head(tok_emb, is_mask, positions, state.ctx_k_LxBxSxKxD, state.ctx_v_LxBxSxKxD, mask)
     logits_BxGxV = (hidden[:, 1:] @ state.unembed_ExV.astype(hidden.dtype)).astype(jnp.float32)
     drafts_BxG, q_BxGxV = vocab.draw(sampling, rng, logits_BxGxV, self.subset_K,
                                      state.embed_VxE.shape[0])  # independent draws; q None when greedy

@@ -33,7 +33,8 @@ import numpy as np
 from specjax import tree as tree_lib
 from specjax import tree_rows
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, Drafter
+from specjax.drafters.base import Draft
+from specjax.drafters.head import FeatureHeadDrafter
 from specjax.drafters.specinfer import draw_children
 from specjax.models import heads, kv_cache
 from specjax.models.bundle import Model
@@ -75,7 +76,7 @@ class EagleState:
 
 
 @flax.struct.dataclass
-class Eagle(Drafter):
+class Eagle(FeatureHeadDrafter):
   head: Model                        # an EagleHead bundle
   subset_K: jax.Array | None = None  # EAGLE-3's d2t: the draft vocabulary's target ids; None: all
   paths: tuple = flax.struct.field(pytree_node=False, default=())  # a static tree (tree.from_paths)
@@ -93,15 +94,6 @@ class Eagle(Drafter):
                        "when greedy and draws without replacement when sampling); leave siblings unset")
 
   @property
-  def num_params(self) -> int:
-    return self.head.num_params
-
-  @property
-  def feature_layers(self) -> tuple:
-    """Read by the speculative loop: commit then gets these target layers' outputs, concatenated."""
-    return self.head.config.target_layers
-
-  @property
   def tree(self):
     """None for a chain; the static tree; or the dynamic tree's shape (its nodes differ per row)."""
     if self.dynamic is not None:
@@ -117,23 +109,17 @@ class Eagle(Drafter):
     return tree_lib.siblings_lossy_reason(self.siblings, sampling)
 
   def check_compatible(self, target) -> None:
-    heads.check_head(self.head, target, "EAGLE head")
+    self.check_head(target, "EAGLE head", "EAGLE")
     cfg = self.head.config
     if self.subset_K is not None:
-      vocab.check_subset(self.subset_K, target.vocab_size, "EAGLE")
       if self.subset_K.shape[0] != cfg.out_vocab:
         raise ValueError(f"EAGLE head has {cfg.out_vocab} outputs but its d2t map has {self.subset_K.shape[0]} ids")
     elif cfg.out_vocab != target.vocab_size:
       raise ValueError(f"EAGLE head has a truncated vocabulary ({cfg.out_vocab} of {target.vocab_size}) but no "
                        "d2t map: pass subset_K (the target ids of its outputs)")
-    n = target.config.num_layers
-    if any(not 0 <= i < n for i in self.feature_layers):
-      raise ValueError(f"EAGLE target_layers={self.feature_layers} name layers outside the target's 0..{n - 1}")
+    self.check_feature_layers(target, "EAGLE")
 
   # ----------------------------------------------------------------------------- head calls
-  def _head(self, *args, method=None):
-    return self.head.module.apply({"params": self.head.params}, *args, method=method)
-
   def _tokens(self, ids_xK):
     """Draft-vocabulary ids -> target ids."""
     return ids_xK if self.subset_K is None else jnp.take(self.subset_K, ids_xK)
@@ -153,9 +139,9 @@ class Eagle(Drafter):
     cfg = self.head.config
     cache = kv_cache.init_cache(1, b, max_len + self._extra_slots(), cfg.num_kv_heads, cfg.head_dim)
     next_BxP = jnp.concatenate([prompts_BxP[:, 1:], jnp.zeros((b, 1), prompts_BxP.dtype)], 1)
-    h = self._head(feat_BxPxF, method="project")
+    h = self.apply_head(feat_BxPxF, method="project")
     positions = jnp.broadcast_to(jnp.arange(p)[None], (b, p))
-    _, _, cache = self._head(h, embed[next_BxP], positions, cache, kv_cache.causal_mask(p))
+    _, _, cache = self.apply_head(h, embed[next_BxP], positions, cache, kv_cache.causal_mask(p))
     return EagleState(cache.with_length(jnp.maximum(prompt_lengths_B - 2, 0)), feat, embed)
 
   def commit(self, state, tokens_BxS, seq_len_B, n_accepted_B, target_hidden_BxTxE):
@@ -180,11 +166,11 @@ class Eagle(Drafter):
     w = depth + 1
     slots_BxW = cache.length_B[:, None] + jnp.arange(w)[None]
     alone_BxW = (seq_len_B < 2)[:, None] & (slots_BxW == 0)  # the L = 1 root, read from x_0 alone
-    h = self._head(kv_cache.gather_rows(state.feat_BxSxF, jnp.minimum(slots_BxW, s - 1)), method="project")
+    h = self.apply_head(kv_cache.gather_rows(state.feat_BxSxF, jnp.minimum(slots_BxW, s - 1)), method="project")
     h = jnp.where(alone_BxW[..., None], 0.0, h)
     next_BxW = jnp.where(alone_BxW, 0, jnp.minimum(slots_BxW + 1, s - 1))
     emb = state.embed_VxE[kv_cache.gather_rows(tokens_BxS, next_BxW)]
-    g, logits, cache = self._head(h, emb, slots_BxW, cache, kv_cache.causal_mask(w))
+    g, logits, cache = self.apply_head(h, emb, slots_BxW, cache, kv_cache.causal_mask(w))
     root_B = jnp.clip(seq_len_B - 2 - cache.length_B, 0, w - 1)
     pick = lambda x: jnp.take_along_axis(x, root_B.reshape(-1, 1, 1), 1)[:, 0]
     return pick(g), pick(logits), cache.with_length(jnp.maximum(cache.length_B, seq_len_B - 1))
@@ -224,7 +210,7 @@ class Eagle(Drafter):
       parents = np.asarray(tree.parents)[lo:hi + 1]
       pos_BxT = root_slot_B[:, None] + jnp.asarray(tree.depth[lo:hi + 1])[None]
       window = jnp.asarray(tree.mask[lo:hi + 1, 1:hi + 1])  # the root's slot is committed: always seen
-      g, level_logits, cache = self._head(g_BxNxE[:, parents], state.embed_VxE[tokens_BxG[:, lo - 1:hi]], pos_BxT,
+      g, level_logits, cache = self.apply_head(g_BxNxE[:, parents], state.embed_VxE[tokens_BxG[:, lo - 1:hi]], pos_BxT,
                                           cache.with_length(root_slot_B + lo), window)
       g_BxNxE = g_BxNxE.at[:, lo:hi + 1].set(g)
       level_nodes = nodes
@@ -259,7 +245,7 @@ class Eagle(Drafter):
     for d in range(1, depth):
       slot0 = (d - 1) * k  # this beam's first slot after the root
       beam_vis = beam_vis.at[:, :, slot0:slot0 + k].set(jnp.eye(k, dtype=bool)[None])
-      g, logits, cache = self._head(beam_g, state.embed_VxE[self._tokens(beam_tok)],
+      g, logits, cache = self.apply_head(beam_g, state.embed_VxE[self._tokens(beam_tok)],
                                     jnp.broadcast_to((root_slot_B + d)[:, None], (b, k)),
                                     cache.with_length(root_slot_B + 1 + slot0), beam_vis[:, :, :slot0 + k])
       q_beam = probs(logits)

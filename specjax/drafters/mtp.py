@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from specjax.drafters import vocab
-from specjax.drafters.base import Draft, Drafter, hidden_at, top_probability
-from specjax.models import heads
+from specjax.drafters.base import Draft, hidden_at, top_probability
+from specjax.drafters.head import HeadDrafter
 from specjax.models.bundle import Model
 
 
@@ -28,25 +28,17 @@ class MTPState:
 
 
 @flax.struct.dataclass
-class MTP(Drafter):
+class MTP(HeadDrafter):
   head: Model  # an MTPHead bundle (specjax.models.heads)
   subset_K: jax.Array | None = None  # truncated draft vocabulary (specjax.drafters.vocab); None: all
   kind = "mtp"
 
-  @property
-  def num_params(self) -> int:
-    return self.head.num_params
-
   def check_compatible(self, target) -> None:
-    heads.check_head(self.head, target, "MTP head")
-    if self.subset_K is not None:
-      vocab.check_subset(self.subset_K, target.vocab_size, "MTP")
+    self.check_head(target, "MTP head", "MTP")
 
   def init(self, target, prompts_BxP, prompt_lengths_B, max_len, prefill=None):
     del max_len
-    embed, unembed = heads.target_io(target)
-    if self.subset_K is not None:  # truncated draft vocabulary: only the subset's LM-head columns
-      unembed = jnp.take(unembed, self.subset_K, axis=1)
+    embed, unembed = self.embed_and_unembed(target)
     prefill = self.prefill_of(target, prompts_BxP, prefill)
     h_BxE = hidden_at(prefill.hidden_BxPxE, jnp.maximum(prompt_lengths_B - 2, 0))
     h_BxE = jnp.where((prompt_lengths_B >= 2)[:, None], h_BxE, 0.0)
@@ -54,7 +46,7 @@ class MTP(Drafter):
 
   def step(self, state: MTPState, h_BxE, token_B):
     """One head application: ``(h_t, x_{t+1}) -> (g, logits for x_{t+2})``."""
-    g_BxE = self.head.module.apply({"params": self.head.params}, h_BxE, state.embed_VxE[token_B])
+    g_BxE = self.apply_head(h_BxE, state.embed_VxE[token_B])
     return g_BxE, (g_BxE @ state.unembed_ExV.astype(g_BxE.dtype)).astype(jnp.float32)
 
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):

@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
-from specjax.models import layers
+from specjax.models import heads, layers
 from specjax.models.layers import Init, RMSNorm, attend, heads_first, param_with_axes, rope
 
 
@@ -36,11 +36,7 @@ class BlockDrafterConfig:
   dtype: str = "float32"
 
   def __post_init__(self):
-    object.__setattr__(self, "target_layers", tuple(int(i) for i in self.target_layers))  # JSON gives lists
-    if not self.target_layers:
-      raise ValueError("BlockDrafterConfig.target_layers must name at least one target layer")
-    if self.num_heads % self.num_kv_heads:
-      raise ValueError(f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
+    heads.check_feature_config(self)
     if self.block_size < 2:
       raise ValueError(f"block_size must be >= 2 (anchor + at least one mask), got {self.block_size}")
 
@@ -62,7 +58,7 @@ class DraftLayer(nn.Module):
     self.wk = param_with_axes(self, "k", init, (e, k, d), ("embed", "kv_heads", "kv"))
     self.wv = param_with_axes(self, "v", init, (e, k, d), ("embed", "kv_heads", "kv"))
     self.wo = param_with_axes(self, "o", Init.normal((h * d) ** -0.5), (h, d, e), ("heads", "kv", "embed"))
-    self.mlp = layers.SwiGLU(e, m, cfg.dtype)
+    self.mlp = layers.GatedMLP(e, m, cfg.dtype)
     self.attn_norm = RMSNorm(cfg.norm_eps)
     self.mlp_norm = RMSNorm(cfg.norm_eps)
 

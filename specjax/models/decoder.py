@@ -25,7 +25,8 @@ import jax
 import jax.numpy as jnp
 
 from specjax.models import kv_cache, layers
-from specjax.models.layers import ACTIVATIONS, Init, RMSNorm, attend, compute_weight, heads_first, param_with_axes, rope
+from specjax.models.layers import (ACTIVATIONS, GatedMLP, Init, RMSNorm, attend, compute_weight, heads_first,
+                                   param_with_axes, rope)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,20 +144,6 @@ class Attention(nn.Module):
     return out_BxTxF @ compute_weight(wo, out_BxTxF, dt).reshape(-1, cfg.d_model), cache
 
 
-class MLP(nn.Module):
-  cfg: DecoderConfig
-
-  @nn.compact
-  def __call__(self, x_BxTxE):
-    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
-    wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
-    wu = param_with_axes(self, "up", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
-    wd = param_with_axes(self, "down", Init.normal(cfg.mlp_dim ** -0.5), (cfg.mlp_dim, cfg.d_model), ("mlp", "embed"))
-    h = (ACTIVATIONS[cfg.mlp_activation](x_BxTxE @ compute_weight(wg, x_BxTxE, dt))
-         * (x_BxTxE @ compute_weight(wu, x_BxTxE, dt)))
-    return h @ compute_weight(wd, h, dt)
-
-
 class Block(nn.Module):
   cfg: DecoderConfig
   layer: int = 0
@@ -169,7 +156,8 @@ class Block(nn.Module):
     if cfg.sandwich_norms:
       h = _norm(cfg, "post_attn_norm")(h)
     x = x + h
-    h = MLP(cfg, name="mlp")(_norm(cfg, "mlp_norm")(x))
+    h = GatedMLP(cfg.d_model, cfg.mlp_dim, cfg.dtype, ACTIVATIONS[cfg.mlp_activation], per_use_casts=True,
+                 name="mlp")(_norm(cfg, "mlp_norm")(x))
     if cfg.sandwich_norms:
       h = _norm(cfg, "post_mlp_norm")(h)
     return x + h, cache

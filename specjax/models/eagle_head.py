@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specjax.models import kv_cache, layers
+from specjax.models import heads, kv_cache, layers
 from specjax.models.layers import Init, RMSNorm, attend, param_with_axes, rope
 
 
@@ -41,11 +41,7 @@ class EagleConfig:
   dtype: str = "float32"
 
   def __post_init__(self):
-    object.__setattr__(self, "target_layers", tuple(int(i) for i in self.target_layers))  # JSON gives lists
-    if not self.target_layers:
-      raise ValueError("EagleConfig.target_layers must name at least one target layer")
-    if self.num_heads % self.num_kv_heads:
-      raise ValueError(f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}")
+    heads.check_feature_config(self)
 
   @property
   def out_vocab(self) -> int:
@@ -80,7 +76,7 @@ class EagleHead(nn.Module):
     self.hidden_norm = RMSNorm(cfg.norm_eps)
     self.mlp_norm = RMSNorm(cfg.norm_eps)
     self.final_norm = RMSNorm(cfg.norm_eps)
-    self.mlp = layers.SwiGLU(e, cfg.mlp_dim, cfg.dtype)
+    self.mlp = layers.GatedMLP(e, cfg.mlp_dim, cfg.dtype)
     self.lm_head = param_with_axes(self, "lm_head", Init.normal(e ** -0.5), (e, cfg.out_vocab), ("embed", "vocab"))
 
   def project(self, feat_BxTxF):

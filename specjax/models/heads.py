@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from specjax.models import bundle, packed, store
 from specjax.models.store import ASSETS
-from specjax.models.layers import Init, RMSNorm, SwiGLU, param_with_axes
+from specjax.models.layers import GatedMLP, Init, RMSNorm, param_with_axes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +48,7 @@ class MTPHead(nn.Module):
     w_in = param_with_axes(self, "in_proj", Init.normal((2 * e) ** -0.5), (2 * e, e), ("mlp", "embed"))
     x = x @ w_in.astype(dt)
     for i in range(cfg.num_blocks):
-      x = x + SwiGLU(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
+      x = x + GatedMLP(e, cfg.mlp_dim, cfg.dtype, name=f"block_{i}")(RMSNorm(cfg.norm_eps, name=f"norm_{i}")(x))
     return RMSNorm(cfg.norm_eps, name="final_norm")(x)
 
   def dummy_inputs(self):
@@ -90,6 +90,17 @@ def target_io(target):
   embed = p["embed"]
   unembed = p["lm_head"] if "lm_head" in p else embed.T  # tied embeddings: logits = h @ embed.T
   return embed, unembed
+
+
+def check_feature_config(cfg) -> None:
+  """Validates (in ``__post_init__``) the config of a head fed by target-layer features: stores
+  ``target_layers`` as a tuple of ints (JSON gives lists), which must name at least one layer, and
+  needs ``num_heads`` to be a multiple of ``num_kv_heads``."""
+  object.__setattr__(cfg, "target_layers", tuple(int(i) for i in cfg.target_layers))
+  if not cfg.target_layers:
+    raise ValueError(f"{type(cfg).__name__}.target_layers must name at least one target layer")
+  if cfg.num_heads % cfg.num_kv_heads:
+    raise ValueError(f"num_heads={cfg.num_heads} is not a multiple of num_kv_heads={cfg.num_kv_heads}")
 
 
 def check_head(head_model, target, what: str) -> None:

@@ -1,5 +1,8 @@
-"""Building blocks shared by the model families: RMSNorm, RoPE, dot-product attention, activations."""
+"""Building blocks shared by the model families: RMSNorm, RoPE, dot-product attention, activations,
+the gated MLP."""
 from __future__ import annotations
+
+from typing import Callable
 
 import flax.linen as nn
 import jax
@@ -110,16 +113,31 @@ def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale
   return out.reshape(b, t, h, d)
 
 
-class SwiGLU(nn.Module):
-  """The gated MLP of the drafter heads: ``(silu(x Wg) * (x Wu)) Wd``."""
+class GatedMLP(nn.Module):
+  """The MLP of every family: ``(act(x Wg) * (x Wu)) Wd`` (SwiGLU with silu, GeGLU with tanh-GELU);
+  ``gated=False``: ``act(x Wu) Wd`` and no gate param (the original T5).
+
+  Params ``gate``, ``up``, ``down``, created in that order: flax draws each param's init key in
+  creation order, so random inits and checkpoint names stay those of every model built before.
+  ``per_use_casts``: weights reach the compute dtype through :func:`compute_weight` (the decoder
+  targets, whose narrow weights must not stay resident as float32 copies on CPU); otherwise a plain cast.
+  """
   d_model: int
   mlp_dim: int
   dtype: str
+  activation: Callable = jax.nn.silu
+  gated: bool = True
+  per_use_casts: bool = False
 
   @nn.compact
   def __call__(self, x):
     dt, e, m = jnp.dtype(self.dtype), self.d_model, self.mlp_dim
-    wg = param_with_axes(self, "gate", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
+    cast = (lambda w, y: compute_weight(w, y, dt)) if self.per_use_casts else (lambda w, y: w.astype(dt))
+    wg = param_with_axes(self, "gate", Init.normal(e ** -0.5), (e, m), ("embed", "mlp")) if self.gated else None
     wu = param_with_axes(self, "up", Init.normal(e ** -0.5), (e, m), ("embed", "mlp"))
     wd = param_with_axes(self, "down", Init.normal(m ** -0.5), (m, e), ("mlp", "embed"))
-    return (jax.nn.silu(x @ wg.astype(dt)) * (x @ wu.astype(dt))) @ wd.astype(dt)
+    if self.gated:
+      h = self.activation(x @ cast(wg, x)) * (x @ cast(wu, x))
+    else:
+      h = self.activation(x @ cast(wu, x))
+    return h @ cast(wd, h)

@@ -28,11 +28,11 @@ import jax
 import jax.numpy as jnp
 
 from specjax.models import kv_cache
-from specjax.models.layers import Init, RMSNorm, attend, heads_first, param_with_axes
+from specjax.models.layers import ACTIVATIONS, GatedMLP, Init, RMSNorm, attend, heads_first, param_with_axes
 
 
 # T5Config.mlp_activation -> the function; HF's dense_act_fn gelu_new (and gelu_pytorch_tanh) is gelu_tanh
-MLP_ACTIVATIONS = {"gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True), "relu": jax.nn.relu}
+MLP_ACTIVATIONS = {"gelu_tanh": ACTIVATIONS["gelu_tanh"], "relu": jax.nn.relu}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,27 +160,6 @@ class Attention(nn.Module):
     return out.reshape(b, t, -1) @ self.o.astype(dt).reshape(-1, self.cfg.d_model)
 
 
-class MLP(nn.Module):
-  """Gated: act(x @ wi_0) * (x @ wi_1) @ wo, gate/up/down = HF's wi_0/wi_1/wo (v1.1); not gated:
-  act(x @ wi) @ wo, up/down = HF's wi/wo (the original T5)."""
-  cfg: T5Config
-
-  @nn.compact
-  def __call__(self, x_BxTxE):
-    cfg, dt = self.cfg, jnp.dtype(self.cfg.dtype)
-    act = MLP_ACTIVATIONS[cfg.mlp_activation]
-    # gate first: flax draws each param's init key in creation order, so v1.1's random inits stay as they were
-    wg = param_with_axes(self, "gate", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim),
-                         ("embed", "mlp")) if cfg.gated_mlp else None
-    wu = param_with_axes(self, "up", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.mlp_dim), ("embed", "mlp"))
-    wd = param_with_axes(self, "down", Init.normal(cfg.mlp_dim ** -0.5), (cfg.mlp_dim, cfg.d_model), ("mlp", "embed"))
-    if cfg.gated_mlp:
-      h = act(x_BxTxE @ wg.astype(dt)) * (x_BxTxE @ wu.astype(dt))
-    else:
-      h = act(x_BxTxE @ wu.astype(dt))
-    return h @ wd.astype(dt)
-
-
 class Block(nn.Module):
   cfg: T5Config
   is_decoder: bool
@@ -193,7 +172,8 @@ class Block(nn.Module):
     if self.is_decoder:
       self.cross_attn = Attention(cfg)  # no position bias in cross-attention
       self.cross_attn_norm = RMSNorm(cfg.norm_eps)
-    self.mlp = MLP(cfg)
+    # gated: gate/up/down = HF's wi_0/wi_1/wo (v1.1); not gated: up/down = HF's wi/wo (the original T5)
+    self.mlp = GatedMLP(cfg.d_model, cfg.mlp_dim, cfg.dtype, MLP_ACTIVATIONS[cfg.mlp_activation], cfg.gated_mlp)
     self.mlp_norm = RMSNorm(cfg.norm_eps)
 
   def __call__(self, x, mask_BxTxS, bias_BxHxTxS, cache=None, layer=0, cross=None):

@@ -20,14 +20,12 @@ import pathlib
 import time
 
 from absl import flags
-import jax
 import numpy as np
 
 import specjax
 from specjax.data import code_corpus
 from specjax.models import block_drafter, heads
 from specjax.train import heads as train_heads
-from specjax.train import loop
 from specjax.train.commands import common, real_heads
 
 # flag: (kind, default with --data=generated, default with --data=real; None: from --target)
@@ -74,27 +72,17 @@ def train_demo(opt) -> int:
       num_kv_heads=tc.num_kv_heads, head_dim=tc.head_dim, mlp_dim=opt.mlp_dim, target_layers=layers,
       block_size=opt.block_size, rope_theta=tc.rope_theta))
   init = heads.init_head(module, opt.seed)
-  temps = tuple(float(t) for t in opt.gen_temperatures)
-  text = train_heads.text_pool(target, code_corpus.load_split("train"), opt.pool, opt.seq_len,
-                               temperatures=temps, seed=opt.seed)
-  held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, opt.seq_len,
-                                    temperatures=temps, seed=opt.seed + 1)
+  text, held_text = common.demo_text(opt, target)
   pool, held = train_heads.feature_pool(target, text, layers), train_heads.feature_pool(target, held_text, layers)
   print(f"data pool ready: {text.shape}, target layers {layers}, in {time.time() - t0:.0f}s")
   loss_fn = train_heads.dflash_loss(module, target, opt.decay)
   anchors = (opt.block_size, opt.anchors)
-  probe = train_heads.pool_batch(held, 0, 32, 1234, anchors)
-  metrics = lambda params: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
-  before = metrics(init.params)
-  cfg = loop.TrainConfig(steps=opt.steps, learning_rate=opt.learning_rate, warmup_steps=20, checkpoint_every=50)
-  params = loop.train(init.params, loss_fn, lambda s: train_heads.pool_batch(pool, s, opt.batch, opt.seed, anchors),
-                      cfg, opt.workdir, desc="dflash")
-  head = init.replace(params=params)
+  head, before, after = common.train_head(init, loss_fn, pool, held, opt, "dflash", anchors)
   report = {"params": head.num_params, "steps": opt.steps, "block_size": opt.block_size,
             "target_layers": list(layers), "pool": list(text.shape), "held_out_before": before,
-            "held_out_after": metrics(params), "train_wall_s": round(time.time() - t0, 1)}
-  return common.save_demo_head(head, out, opt.workdir, "DFlash block drafter on the frozen demo target", report,
-                               lambda: evaluate(opt, target, head))
+            "held_out_after": after, "train_wall_s": round(time.time() - t0, 1)}
+  return common.save_trained_head(head, out, opt.workdir, "DFlash block drafter on the frozen demo target", report,
+                                  lambda: evaluate(opt, target, head))
 
 
 def run(fv) -> int:

@@ -22,7 +22,6 @@ import pathlib
 import time
 
 from absl import flags
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -75,36 +74,21 @@ def run(opt) -> int:
   init = heads.init_head(module, opt.seed)
   layers = module.cfg.target_layers
   if opt.data == "generated":
-    temps = tuple(float(t) for t in opt.gen_temperatures)
-    text = train_heads.text_pool(target, code_corpus.load_split("train"), opt.pool, opt.seq_len,
-                                 temperatures=temps, seed=opt.seed)
-    held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, opt.seq_len,
-                                      temperatures=temps, seed=opt.seed + 1)
+    text, held_text = common.demo_text(opt, target)
   pool = train_heads.feature_pool(target, text, layers)
   held = train_heads.feature_pool(target, held_text, layers)
   print(f"data pool ready: {text.shape}, features of layers {layers}, in {time.time() - t0:.0f}s")
   loss_fn = train_eagle.eagle_loss(module, target, opt.depth, subset_K=subset)
-  probe = train_heads.pool_batch(held, 0, 32, 1234)
-  metrics = lambda params: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
-  before = metrics(init.params)
-  cfg = loop.TrainConfig(steps=opt.steps, learning_rate=opt.learning_rate, warmup_steps=20, checkpoint_every=50)
-  params = loop.train(init.params, loss_fn, lambda s: train_heads.pool_batch(pool, s, opt.batch, opt.seed),
-                      cfg, opt.workdir, desc="eagle")
-  head = init.replace(params=params)
+  head, before, after = common.train_head(init, loss_fn, pool, held, opt, "eagle")
   report = {"params": head.num_params, "steps": opt.steps, "depth": opt.depth, "target_layers": list(layers),
-            "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
+            "pool": list(text.shape), "held_out_before": before, "held_out_after": after,
             "train_wall_s": round(time.time() - t0, 1)}
-  heads.save_head(head, out, dtype="bfloat16")
   if subset is not None:
-    np.save(out / store.SUBSET_FILE, subset)
     report["subset_coverage"] = round(vocab.coverage(counts, subset), 4)
-  loop.plot_loss(opt.workdir, title="EAGLE-3 head on the frozen target")
   curve = loop.read_metrics(opt.workdir)
   report["curve"] = [{k: round(r[k], 4) for k in ("step", "loss", "accept_len")} for r in curve[::max(len(curve) // 30, 1)]]
-  report["acceptance_greedy"] = evaluate(opt, target, head, subset, eval_prompts)
-  (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
-  print(json.dumps(report, indent=2))
-  return 0
+  return common.save_trained_head(head, out, opt.workdir, "EAGLE-3 head on the frozen target", report,
+                                  lambda: evaluate(opt, target, head, subset, eval_prompts), subset=subset)
 
 
 def main(argv) -> int:

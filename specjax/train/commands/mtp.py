@@ -20,14 +20,12 @@ import pathlib
 import time
 
 from absl import flags
-import jax
 import numpy as np
 
 import specjax
 from specjax.data import code_corpus
 from specjax.models import heads
 from specjax.train import heads as train_heads
-from specjax.train import loop
 from specjax.train.commands import common, real_heads
 
 # flag: (kind, default with --data=generated or corpus, default with --data=real; None: from --target)
@@ -70,26 +68,16 @@ def train_demo(opt) -> int:
   module = heads.MTPHead(heads.MTPConfig(vocab_size=tc.vocab_size, d_model=tc.d_model, mlp_dim=opt.mlp_dim,
                                          num_blocks=opt.num_blocks))
   init = heads.init_head(module, opt.seed)
-  temps = tuple(float(t) for t in opt.gen_temperatures)
-  text = train_heads.text_pool(target, code_corpus.load_split("train"), opt.pool, opt.seq_len,
-                               source=opt.data, temperatures=temps, seed=opt.seed)
-  held_text = train_heads.text_pool(target, code_corpus.load_split("held_out"), 32, opt.seq_len,
-                                    source=opt.data, temperatures=temps, seed=opt.seed + 1)
+  text, held_text = common.demo_text(opt, target, source=opt.data)
   pool, held = train_heads.feature_pool(target, text), train_heads.feature_pool(target, held_text)
   print(f"data pool ready: {text.shape} in {time.time() - t0:.0f}s")
   loss_fn = train_heads.mtp_loss(module, target, opt.depth)
-  probe = train_heads.pool_batch(held, 0, 32, 1234)
-  metrics = lambda params: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(params, probe)[1].items()}
-  before = metrics(init.params)
-  cfg = loop.TrainConfig(steps=opt.steps, learning_rate=opt.learning_rate, warmup_steps=20, checkpoint_every=50)
-  params = loop.train(init.params, loss_fn, lambda s: train_heads.pool_batch(pool, s, opt.batch, opt.seed),
-                      cfg, opt.workdir, desc="mtp")
-  head = init.replace(params=params)
+  head, before, after = common.train_head(init, loss_fn, pool, held, opt, "mtp")
   report = {"params": head.num_params, "steps": opt.steps, "depth": opt.depth, "data": opt.data,
-            "pool": list(text.shape), "held_out_before": before, "held_out_after": metrics(params),
+            "pool": list(text.shape), "held_out_before": before, "held_out_after": after,
             "train_wall_s": round(time.time() - t0, 1)}
-  return common.save_demo_head(head, out, opt.workdir, "MTP head on the frozen demo target", report,
-                               lambda: evaluate(opt, target, head))
+  return common.save_trained_head(head, out, opt.workdir, "MTP head on the frozen demo target", report,
+                                  lambda: evaluate(opt, target, head))
 
 
 def run(fv) -> int:

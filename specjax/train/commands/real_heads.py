@@ -35,7 +35,6 @@ import json
 import pathlib
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
@@ -146,14 +145,11 @@ def run(opt, family: str) -> int:
   held = cached_pool(target, held_rows, folder / f"features_held_out_{suffix}.npz", layers)
   anchors = (opt.block_size, opt.anchors) if family == "dflash" else None
   params, loss_fn, drafter_fn, save_fn = make_family(opt, family, target, subset)
-  probe = train_heads.pool_batch(held, 0, 32, 1234, anchors)
-  metrics = lambda p: {k: round(float(v), 4) for k, v in jax.jit(loss_fn)(p, probe)[1].items()}
+  metrics = common.held_out_metrics(loss_fn, held, anchors)
   before = metrics(params)
   print(f"{family}: {len(train_rows)} train rows x {opt.crop}; held-out before {before}", flush=True)
-  cfg = loop.TrainConfig(steps=opt.steps, learning_rate=opt.learning_rate, warmup_steps=20,
-                         weight_decay=0.0, checkpoint_every=50, log_every=10)
-  params = loop.train(params, loss_fn, lambda s: train_heads.pool_batch(pool, s, opt.batch, opt.seed, anchors),
-                      cfg, workdir, desc=f"{family} on {opt.target}")
+  params = common.train_on_pool(params, loss_fn, pool, opt, workdir, f"{family} on {opt.target}", anchors,
+                                weight_decay=0.0)
   drafter = drafter_fn(params)
   report = {"family": family, "target": opt.target, "params": drafter.num_params, "k": opt.k,
             "subset_coverage": None if subset is None else round(vocab.coverage(counts, np.asarray(subset)), 4),
