@@ -48,16 +48,17 @@ def median_time(fn, repeats: int, inner: int = 1) -> tuple:
   return out, float(np.median(times))
 
 
-def paired_times(fn_a, fn_b, repeats: int) -> tuple:
+def paired_times(fn_a, fn_b, repeats: int, warm_up: bool = True) -> tuple:
   """(out_a, out_b, median seconds a, median seconds b), a and b timed alternately."""
-  outs, medians, _ = round_robin_times({"a": fn_a, "b": fn_b}, repeats)
+  outs, medians, _ = round_robin_times({"a": fn_a, "b": fn_b}, repeats, warm_up)
   return outs["a"], outs["b"], medians["a"], medians["b"]
 
 
-def round_robin_times(fns: dict, repeats: int) -> tuple:
+def round_robin_times(fns: dict, repeats: int, warm_up: bool = True) -> tuple:
   """(last outputs, median seconds, every timed seconds), each a dict by name: one untimed call of
-  each fn, then ``repeats`` rounds calling every fn once, in order, so load drifts hit all of them."""
-  outs = {name: jax.block_until_ready(fn()) for name, fn in fns.items()}
+  each fn (``warm_up=False``: none, every fn compiled and run already), then ``repeats`` rounds
+  calling every fn once, in order, so load drifts hit all of them."""
+  outs = {name: jax.block_until_ready(fn()) if warm_up else None for name, fn in fns.items()}
   times = {name: [] for name in fns}
   for _ in range(max(repeats, 1)):
     for name, fn in fns.items():
@@ -125,13 +126,8 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   if generate_kw.get("eos_id") is not None and plain.stats["target_calls"] < generate_kw["max_new_tokens"]:
     runs = {w: forced(w, {**generate_kw, "eos_id": None}) for w in widths}  # stopped early at EOS
     jax.block_until_ready(runs[0]())
-  seconds, rounds = {w: [] for w in widths}, {}
-  for _ in range(max(repeats, 1)):  # alternating, so load drifts hit every width alike
-    for w, run in runs.items():
-      t0 = time.perf_counter()
-      rounds[w] = max(int(jax.block_until_ready(run()).stats["target_calls"]), 1)
-      seconds[w].append(time.perf_counter() - t0)
-  per_round = {w: max(float(np.median(seconds[w])) - prefill, 1e-9) / rounds[w] for w in widths}
+  outs, seconds, _ = round_robin_times(runs, repeats, warm_up=False)  # alternating: load drifts hit every width
+  per_round = {w: max(seconds[w] - prefill, 1e-9) / max(int(outs[w].stats["target_calls"]), 1) for w in widths}
   out, floor = [], 1.0
   for w in widths:
     floor = max(floor, per_round[w] / per_round[0], 1.0 + min_slope * w)
