@@ -371,8 +371,8 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     body = lambda state: run(*plan(state), verify_plain)
   else:
     # Width-0 rounds are plain decode steps writing the cache in place; inside lax.switch beside the
-    # wider widths they cost 5-8% more than a step of the autoregressive loop on XLA:CPU at batch 8
-    # (the conditional and the pending-KV pass). The drafter and each pass are compiled in once.
+    # wider widths they would cost more than a step of the autoregressive loop (the conditional and
+    # the pending-KV pass). The drafter and each pass are compiled in once.
     plain, wide = round_if(lambda pick: pick == 0, verify_plain), round_if(lambda pick: pick != 0, verify_wide)
 
     def body(state):

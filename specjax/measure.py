@@ -32,7 +32,7 @@ def median_time(fn, repeats: int, inner: int = 1) -> tuple:
   """(last output, median seconds per call); up to ``inner`` calls per sample tame timer noise.
 
   A call that alone takes ``SAMPLE_SECONDS`` or more needs no company: the sample then holds only
-  as many calls as reach that length (a 135M-parameter step on a CPU: 1-2 calls, not 10)."""
+  as many calls as reach that length."""
   out = jax.block_until_ready(fn())
   if inner > 1:
     t0 = time.perf_counter()
@@ -100,9 +100,8 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   at width ``w`` / seconds per round with every round at width 0 (a plain decode step).
 
   A wide round costs more in the loop than its target pass alone: the width switch, the pending
-  keys and values and the accept rule come with it (SmolLM2-135M on a 2-core CPU, batch 1: 1.18 /
-  1.36 / 1.66 steps at widths 1 / 2 / 4 in the loop, 1.16 / 1.33 / 1.53 for the passes alone), and a
-  short pass timed alone is easily thrown off by load. Each width is forced through the loop's own
+  keys and values and the accept rule come with it, and a short pass timed alone is easily thrown
+  off by load. Each width is forced through the loop's own
   cost argument, so every run reuses the program the real run compiles (same shapes, same
   ``generate_kw``). The target's prefill, timed alone, is taken off each run before dividing by
   its rounds (runs at wider widths have fewer rounds). Costs are made non-decreasing in ``w`` and

@@ -96,8 +96,9 @@ class DraftModel(Drafter):
   def idle(self, cache, tokens_BxS, seq_len_B):
     """A round with nothing drafted feeds nothing: the committed tokens wait until the next drafting
     round, which feeds them ``CATCH_UP`` at a time (a pass over a few tokens costs about what one
-    over a single token does). Idle rounds then cost almost nothing: feeding every one of them cost
-    Qwen2.5-Coder-0.5B about a third of a 1.5B step, so a run that never drafted ran at 0.75x."""
+    over a single token does). Idle rounds then cost almost nothing: feeding every one of them costs
+    a draft model's step each, a share of the target's, so a run that never drafted would run slower
+    than autoregressive decoding."""
     del tokens_BxS
     cache = cache.with_length(_fed(cache, seq_len_B))
     if self.model.is_encoder_decoder:
