@@ -222,7 +222,7 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
                                                   feature_layers, num_B, topk)
   pad = lambda x, to, axis=1: jnp.pad(x, [(0, 0)] * axis + [(0, to - x.shape[axis])] + [(0, 0)] * (x.ndim - axis - 1))
   if isinstance(cache, kv_cache.PendingKV):
-    cache = (pad(cache.k_new_LxBxTxKxD, g + 1, 2), pad(cache.v_new_LxBxTxKxD, g + 1, 2))
+    cache = (pad(cache.k_new_LxBxTxAxD, g + 1, 2), pad(cache.v_new_LxBxTxAxD, g + 1, 2))
   return (cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g),
           None if top is None else pad(top, g + 1))
 

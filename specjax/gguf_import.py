@@ -159,10 +159,10 @@ def _hf_name(name: str, arch: str, path) -> str:
   return f"model.layers.{layer}.{hf_part}.{kind}"
 
 
-def _unpermute(w_OxI, heads: int):
-  """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> rotate-half halves)."""
-  out = w_OxI.shape[0]
-  return w_OxI.reshape(heads, out // heads // 2, 2, *w_OxI.shape[1:]).swapaxes(1, 2).reshape(w_OxI.shape)
+def _unpermute(weight, heads: int):
+  """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> rotate-half halves); ``weight``'s rows are its outputs."""
+  out = weight.shape[0]
+  return weight.reshape(heads, out // heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
 def gguf_weights(reader, cfg: dict, arch: str, path):

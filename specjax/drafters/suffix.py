@@ -80,9 +80,9 @@ class Suffix(Drafter):
     return ()
 
   def match(self, tokens_BxS, seq_len_B, gamma) -> index.Match:
-    text_BxL, own_start = index.searched_text(self.pool if self.scope == "run" else None, tokens_BxS, seq_len_B,
+    text_BxT, own_start = index.searched_text(self.pool if self.scope == "run" else None, tokens_BxS, seq_len_B,
                                               others=self.scope == "batch")
-    return index.longest_match(text_BxL, own_start, seq_len_B, gamma, max_n=self.max_n, min_match=self.min_match,
+    return index.longest_match(text_BxT, own_start, seq_len_B, gamma, max_n=self.max_n, min_match=self.min_match,
                                top=self.top, factor=self.factor, min_prob=self.min_prob)
 
   def propose(self, state, tokens_BxS, seq_len_B, gamma, sampling, rng):

@@ -57,23 +57,23 @@ class Pool:
 
 
 @jax.jit
-def add(pool: Pool, docs_DxT, lengths_D) -> Pool:
+def add(pool: Pool, docs_NxT, lengths_N) -> Pool:
   """``pool`` with each document ``docs[d, :lengths[d]]`` appended in order, each followed by ``SEP``
   (the oldest slots are overwritten once the ring is full)."""
   n = pool.tokens_N.shape[0]
-  t = docs_DxT.shape[1]
+  t = docs_NxT.shape[1]
   i_T = jnp.arange(t + 1)
 
   def one(d, pool):
-    length = jnp.minimum(lengths_D[d], n - 1)  # a longer document keeps its tail
-    skip = lengths_D[d] - length
-    src_T = kv_gather(docs_DxT[d], skip + i_T)
+    length = jnp.minimum(lengths_N[d], n - 1)  # a longer document keeps its tail
+    skip = lengths_N[d] - length
+    src_T = kv_gather(docs_NxT[d], skip + i_T)
     vals_T = jnp.where(i_T < length, src_T, SEP)
     slots_T = jnp.where(i_T <= length, (pool.write + i_T) % n, n)  # n: out of range, dropped
     tokens = pool.tokens_N.at[slots_T].set(vals_T.astype(jnp.int32), mode="drop")
     return Pool(tokens, (pool.write + length + 1) % n)
 
-  return jax.lax.fori_loop(0, docs_DxT.shape[0], one, pool)
+  return jax.lax.fori_loop(0, docs_NxT.shape[0], one, pool)
 
 
 def kv_gather(x_T, idx_T):
@@ -88,7 +88,7 @@ def row_text(tokens_BxS, seq_len_B):
 
 
 def searched_text(pool: Pool | None, tokens_BxS, seq_len_B, others: bool):
-  """``(text_BxL, own_start)``: per row ``[pool, SEP, (other rows' text, each + SEP), own text]``;
+  """``(text_BxT, own_start)``: per row ``[pool, SEP, (other rows' text, each + SEP), own text]``;
   own text starts at column ``own_start``. ``others``: the ``PEERS`` rows after this one (cyclically;
   every other row when the batch has at most ``PEERS + 1``)."""
   b, s = tokens_BxS.shape
@@ -105,16 +105,16 @@ def searched_text(pool: Pool | None, tokens_BxS, seq_len_B, others: bool):
   return jnp.concatenate(parts + [own_BxS], 1), own_start
 
 
-def match_lengths(text_BxL, query_BxN):
-  """``[B, L]``: how many of the query's last tokens (up to N) the text ending at each position repeats."""
+def match_lengths(text_BxT, query_BxN):
+  """``[B, T]``: how many of the query's last tokens (up to N) the text ending at each position repeats."""
   n = query_BxN.shape[1]
-  run_BxL = jnp.ones(text_BxL.shape, bool)
-  m_BxL = jnp.zeros(text_BxL.shape, jnp.int32)
+  run_BxT = jnp.ones(text_BxT.shape, bool)
+  m_BxT = jnp.zeros(text_BxT.shape, jnp.int32)
   for i in range(n):  # the text's i-th token back against the query's i-th from its end
-    back_BxL = jnp.pad(text_BxL, ((0, 0), (i, 0)), constant_values=SEP)[:, :text_BxL.shape[1]]
-    run_BxL &= (back_BxL == query_BxN[:, n - 1 - i:n - i]) & (back_BxL != SEP)
-    m_BxL += run_BxL
-  return m_BxL
+    back_BxT = jnp.pad(text_BxT, ((0, 0), (i, 0)), constant_values=SEP)[:, :text_BxT.shape[1]]
+    run_BxT &= (back_BxT == query_BxN[:, n - 1 - i:n - i]) & (back_BxT != SEP)
+    m_BxT += run_BxT
+  return m_BxT
 
 
 @flax.struct.dataclass
@@ -125,32 +125,32 @@ class Match:
   match_B: jax.Array         # the longest match's length (0: none)
 
 
-def longest_match(text_BxL, own_start, seq_len_B, gamma: int, *, max_n: int, min_match: int = 1,
+def longest_match(text_BxT, own_start, seq_len_B, gamma: int, *, max_n: int, min_match: int = 1,
                   top: int = 32, factor: float = 1.0, min_prob: float = 0.0) -> Match:
   """The draft of :mod:`this module <specjax.drafters.suffix_index>` for each row (see its docstring)."""
-  b, length = text_BxL.shape
-  pos_L = jnp.arange(length)
+  b, length = text_BxT.shape
+  pos_T = jnp.arange(length)
   end_B = own_start + seq_len_B  # one past the row's last token
-  query_BxN = jnp.take_along_axis(text_BxL, jnp.clip(end_B[:, None] - max_n + jnp.arange(max_n)[None], 0,
+  query_BxN = jnp.take_along_axis(text_BxT, jnp.clip(end_B[:, None] - max_n + jnp.arange(max_n)[None], 0,
                                                      length - 1), 1)
   query_BxN = jnp.where(end_B[:, None] - max_n + jnp.arange(max_n)[None] >= own_start, query_BxN, -2)
-  m_BxL = match_lengths(text_BxL, query_BxN)
-  nxt_BxL = jnp.pad(text_BxL[:, 1:], ((0, 0), (0, 1)), constant_values=SEP)
+  m_BxT = match_lengths(text_BxT, query_BxN)
+  nxt_BxT = jnp.pad(text_BxT[:, 1:], ((0, 0), (0, 1)), constant_values=SEP)
   # an occurrence ends before the row's last token (not the query itself) and has a next token
-  m_BxL = jnp.where((pos_L[None] < end_B[:, None] - 1) & (nxt_BxL != SEP), m_BxL, 0)
-  k_B = jnp.max(m_BxL, 1)
+  m_BxT = jnp.where((pos_T[None] < end_B[:, None] - 1) & (nxt_BxT != SEP), m_BxT, 0)
+  k_B = jnp.max(m_BxT, 1)
   found_B = k_B >= min_match
-  occ_BxL = (m_BxL == k_B[:, None]) & found_B[:, None]
+  occ_BxT = (m_BxT == k_B[:, None]) & found_B[:, None]
   top = min(top, length)
-  latest_BxM, idx_BxM = jax.lax.top_k(jnp.where(occ_BxL, pos_L[None], -1), top)  # latest first
+  latest_BxM, idx_BxM = jax.lax.top_k(jnp.where(occ_BxT, pos_T[None], -1), top)  # latest first
   valid_BxM = latest_BxM >= 0
   cont_idx_BxMxG = idx_BxM[:, :, None] + 1 + jnp.arange(gamma)[None, None]
-  cont_BxMxG = jnp.take_along_axis(text_BxL, jnp.clip(cont_idx_BxMxG, 0, length - 1).reshape(b, -1),
+  cont_BxMxG = jnp.take_along_axis(text_BxT, jnp.clip(cont_idx_BxMxG, 0, length - 1).reshape(b, -1),
                                    1).reshape(b, top, gamma)
   cont_BxMxG = jnp.where(cont_idx_BxMxG < length, cont_BxMxG, SEP)
   cont_BxMxG = jnp.where(jnp.cumprod(cont_BxMxG != SEP, axis=2).astype(bool), cont_BxMxG, SEP)
 
-  last_B = jnp.take_along_axis(text_BxL, (end_B - 1)[:, None], 1)[:, 0]
+  last_B = jnp.take_along_axis(text_BxT, (end_B - 1)[:, None], 1)[:, 0]
   recency_M = jnp.arange(top, 0, -1)  # ties: the latest occurrence
   active_BxM = valid_BxM
   alive_B = found_B
