@@ -6,8 +6,8 @@
   python -m specjax.run --config=configs/specinfer_demo.py --config.temperature=1.0 \
       --config.drafter.siblings=without_replacement
 
-Measured on 2 CPU cores (README Results): the paper's tree (20 nodes) gets 2.57x greedy at batch 1;
---config.drafter.paths=chain8+1x2 (10 nodes) gets 3.23x. gamma must equal the tree's depth
+The paper's tree has 20 nodes; --config.drafter.paths=chain8+1x2 has 10 (measured speedups of
+both: README Results, docs/results.md). gamma must equal the tree's depth
 (len(children), or the paths' depth). Siblings: iid | without_replacement
 (both lossless at any temperature) | topk (greedy only) | topk_lossy. Falls back to a tiny random
 pair (and says so) when the demo weights are missing.

@@ -98,20 +98,20 @@ def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bo
     raise ValueError("deterministic drafts (q=None) are verified with i.i.d. siblings, not without_replacement")
   table = tree.children_table
   w = table.shape[-1]
-  u_BxDxW = jax.random.uniform(jax.random.fold_in(rng, 0), (b, tree.max_depth, w))
+  u_BxGxC = jax.random.uniform(jax.random.fold_in(rng, 0), (b, tree.max_depth, w))
   cur_B = jnp.zeros((b,), jnp.int32)
   walking_B = jnp.ones((b,), bool)
   r_BxV = p_BxNxV[:, 0]
   for d in range(tree.max_depth):
     if num_B is not None:  # rows whose draft ended at depth d stop here and draw from p
       walking_B = walking_B & (d < num_B)
-    ch_BxW = at_nodes(tree, table, cur_B)
+    ch_BxC = at_nodes(tree, table, cur_B)
     if not sparse:
-      q_run = _take(q_BxNxV, jnp.maximum(ch_BxW[:, 0], 0))  # the sibling group's base q
+      q_run = _take(q_BxNxV, jnp.maximum(ch_BxC[:, 0], 0))  # the sibling group's base q
     moved_B = jnp.zeros((b,), bool)
     nxt_B = cur_B
     for j in range(w):
-      c_B = ch_BxW[:, j]
+      c_B = ch_BxC[:, j]
       try_B = walking_B & ~moved_B & (c_B >= 0)
       c_B = jnp.maximum(c_B, 0)
       x_B = jnp.take_along_axis(tokens_BxN, c_B[:, None], 1)[:, 0]
@@ -122,7 +122,7 @@ def multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, without_replacement: bo
         q_BxV = q_run if without_replacement else _take(q_BxNxV, c_B)
         qx = jnp.take_along_axis(q_BxV, x_B[:, None], 1)[:, 0]
       drawable = qx > 0  # a token q cannot draw (exhausted support) is skipped, not tested
-      acc_B = try_B & drawable & (u_BxDxW[:, d, j] * lenience * qx < rx)
+      acc_B = try_B & drawable & (u_BxGxC[:, d, j] * lenience * qx < rx)
       rej_B = try_B & drawable & ~acc_B
       if sparse:
         res_BxV = residual_one_hot(r_BxV, x_B)

@@ -26,16 +26,14 @@ Rows submit ``min(offered_r, w)``. ``v(w)``, the verify pass over ``w + 1`` toke
 target steps, comes from ``verify_costs`` (a round of this loop at each width over one at width 0,
 measured in the loop: :func:`specjax.measure.loop_costs`) or else the line ``1 + verify_slope * w``.
 Measured in the loop is what counts: a wide round also runs the width switch and the accept rule,
-and a short pass timed alone is easily thrown off by load
-(SmolLM2-135M on a 2-core CPU, batch 1: 1.18 / 1.36 / 1.66 at widths 1 / 2 / 4, where passes timed
-alone once gave 1.04 / 1.12 / 1.24 and drafting on prompts it rarely matched lost 6-13%).
+so it costs more than its verify pass timed alone, and a short pass timed alone is easily thrown
+off by load; costs that are too low make the loop draft where drafting does not pay.
 
-Why the cut follows the row: a fixed cut of 0.4 gave away drafts that would have been accepted.
-Qwen2.5-Coder-0.5B drafting for the 1.5B (2-core CPU, greedy) is often less than 40% sure of a
-token the 1.5B also picks: in math and summarization, where 98% of the submitted drafts were
-accepted, the cut left 2.9 drafts per round where fixed gamma verified 4, and ran at 1.10x and
-1.22x where fixed gamma ran at 1.38x and 1.34x. A row's miss rate says how much an unsure draft
-risks; a row that misses as often as the prior expects keeps the full cut.
+Why the cut follows the row: a fixed cut gives away drafts that would have been accepted. A draft
+model is often unsure of a token its target also picks, so on rows whose submitted drafts are
+nearly all accepted a fixed cut submits fewer drafts per round than fixed gamma and runs slower.
+A row's miss rate says how much an unsure draft risks; a row that misses as often as the prior
+expects keeps the full cut.
 
 Exactness: every decision reads only the drafter's own outputs (never the token drawn at a
 position, only its distribution) and the rows' past acceptance, never the target's distribution
@@ -54,14 +52,13 @@ output is the target's argmax whatever is submitted.
 ``1 - (1 - memory)^trials``) and, in rounds where the row submits nothing, back toward ``prior`` by
 the row's relax rate: a row that stopped drafting tries again now and then. The prior is optimistic
 (0.9) because a row learns its rate only from rounds that draft: from a prior below the rate at
-which the cheapest width pays, a row never drafts and never learns that its drafter is good
-(Qwen2.5-Coder-0.5B drafting for the 1.5B on a 2-core CPU needs 0.7-0.8 and reaches about 0.9; from
-0.5 it never drafted). The price is a few rejected rounds at the start where drafts are poor. So
+which the cheapest width pays, a row never drafts and never learns that its drafter is good (a
+draft model's rate can sit just above the one at which drafting pays). The price is a few rejected rounds at the start where drafts are poor. So
 that poor drafts are not probed at that rate all along, a round whose drafts did not pay for it
 (the row's accepted drafts + 1 under the round's cost ``v(w)``, or none accepted) multiplies the
 row's relax rate by ``backoff``, and a round that paid resets it to ``relax``: a row whose probes
 keep failing probes ever less often. (Counting any accepted draft as a success kept a row whose
-drafter got one or two drafts accepted per probe, where a round cost 2.6 idle rounds, probing
+drafter got one or two drafts accepted per probe, where a round cost several idle rounds, probing
 every few rounds.) A round in which a drafter that could have sat out (:meth:`Drafter.idle`) ran
 but submitted nothing, unsure from its first position, is such a probe too: the row keeps its
 estimate (it would otherwise move toward the optimistic prior and draft again next round) and
@@ -129,9 +126,8 @@ def thresholds(adaptive: Adaptive, alpha_B):
 def run_cut(confidence: float, sampled_confidence: float, temperature: float) -> float:
   """A run's confidence cut: ``confidence`` when greedy, ``sampled_confidence`` when
   sampling. A drafter's largest probability says how likely its draft is the target's argmax, not
-  how likely a sampled draft is kept (the sum of min(p, q), often high where both are flat): at T=1
-  the Qwen2.5-Coder pair on a 2-core CPU ran 1.04x with a 0.4 cut (fixed gamma 1.13x in that run) and
-  1.14x without one (fixed gamma 1.16x)."""
+  how likely a sampled draft is kept (the sum of min(p, q), often high where both are flat), so a
+  cut tuned for greedy decoding drops sampled drafts that would have been kept."""
   return confidence if temperature == 0 else sampled_confidence
 
 

@@ -164,6 +164,21 @@ class Plan:
   idle: jax.Array | None = None
 
 
+@flax.struct.dataclass
+class LoopState:
+  """The speculative loop's carry: the rows, the target's cache, the drafter's per-row state and
+  what it learns across rows (``Drafter.memory``, None if nothing), the adaptive loop's per-row
+  acceptance estimate, the key, the statistics, and the prompt queue (None: no refill)."""
+  rows: Rows
+  cache: Any
+  drafter_state: Any
+  memory: Any
+  estimate: adaptive_lib.Estimate
+  rng: jax.Array
+  stats: Stats
+  queue: refill_lib.Queue | None
+
+
 def _start_speculative(target, drafter, max_len):
   """One batch-B start: the target's prefill feeds its cache and the drafter's init."""
   def start(prompts_BxP, lengths_B):
@@ -207,7 +222,7 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
                                                   feature_layers, num_B, topk)
   pad = lambda x, to, axis=1: jnp.pad(x, [(0, 0)] * axis + [(0, to - x.shape[axis])] + [(0, 0)] * (x.ndim - axis - 1))
   if isinstance(cache, kv_cache.PendingKV):
-    cache = (pad(cache.k_new_LxBxTxKxD, g + 1, 2), pad(cache.v_new_LxBxTxKxD, g + 1, 2))
+    cache = (pad(cache.k_new_LxBxTxAxD, g + 1, 2), pad(cache.v_new_LxBxTxAxD, g + 1, 2))
   return (cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g),
           None if top is None else pad(top, g + 1))
 
@@ -236,16 +251,16 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
   if adaptive is not None and verify_costs_W is None:
     verify_costs_W = adaptive_lib.costs_for(adaptive, widths)
 
-  def plan(carry):
+  def plan(state: LoopState):
     """The round's draft and its verify width: everything decided before the target runs."""
-    rows, cache, drafter_state, memory, estimate, rng, stats, queue = carry
-    current = drafter.with_memory(memory)
-    rng, draft_rng, accept_rng = jax.random.split(rng, 3)
+    rows, estimate, drafter_state = state.rows, state.estimate, state.drafter_state
+    current = drafter.with_memory(state.memory)
+    rng, draft_rng, accept_rng = jax.random.split(state.rng, 3)
     cut_B = None if adaptive is None or not is_chain else adaptive_lib.thresholds(adaptive, estimate.alpha_B)
     drafting = current if cut_B is None or adaptive.confidence <= 0 else current.stopping_below(cut_B)
     propose = lambda d: d.propose(drafter_state, rows.tokens_BxS, rows.seq_len_B, gamma, sampling, draft_rng)
     # a fixed batch ends with its slowest row; with refill every row's tokens count
-    remaining_B = None if queue is not None else max_new_tokens - rows.new_B
+    remaining_B = None if state.queue is not None else max_new_tokens - rows.new_B
     if not is_chain:  # token trees verify every node, or the first nodes within the budget chosen
       drafter_state, draft = propose(drafting)
       pick = jnp.zeros((), jnp.int32)
@@ -254,7 +269,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
             drafter.tree.parents[:w + 1])) for w in widths])
         pick = adaptive_lib.choose_width(adaptive, widths, estimate.alpha_B, None, ~rows.done_B, verify_costs_W,
                                          remaining_B, tokens_WxB)
-      return (rows, cache, drafter_state, memory, estimate, rng, stats, queue), Plan(draft, None, pick, accept_rng)
+      return state.replace(drafter_state=drafter_state, rng=rng), Plan(draft, None, pick, accept_rng)
     choose = lambda offered_B: adaptive_lib.choose_width(adaptive, widths, estimate.alpha_B, offered_B, ~rows.done_B,
                                                          verify_costs_W, remaining_B)
     idle = None
@@ -282,8 +297,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     if idle is not None:
       offered_B, pick = jnp.where(idle, 0, offered_B), jnp.where(idle, 0, pick)
     num_B = jnp.minimum(offered_B, jnp.asarray(widths, jnp.int32)[pick])
-    return (rows, cache, drafter_state, memory, estimate, rng, stats, queue), Plan(draft, num_B, pick, accept_rng,
-                                                                                   idle)
+    return state.replace(drafter_state=drafter_state, rng=rng), Plan(draft, num_B, pick, accept_rng, idle)
 
   def verify_plain(cache, last_B, p):  # trees, one compiled width, or width 0: the cache written in place
     if not is_chain and not budgeted:
@@ -300,13 +314,13 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                                          feature_layers, pending, topk, gamma) for w in wide], cache)
     return (kv_cache.write_pending(cache, *written) if pending else written, *out)
 
-  def run(carry, p, verify):
+  def run(state: LoopState, p, verify):
     """One round: the planned verify pass, the accept rule's tokens appended, stats, refill."""
-    rows, cache, drafter_state, memory, estimate, rng, stats, queue = carry
+    rows, stats, estimate, memory, queue = state.rows, state.stats, state.estimate, state.memory, state.queue
     current = drafter.with_memory(memory)
     active = ~rows.done_B
     last_B = _last_tokens(rows)[:, 0]
-    cache, hidden, new_BxG1, n_B, overlap_BxG, topk_BxG1xK = verify(cache, last_B, p)
+    cache, hidden, new_BxG1, n_B, overlap_BxG, topk_BxG1xK = verify(state.cache, last_B, p)
     num_B = jnp.full(n_B.shape, gamma, jnp.int32) if p.num_B is None else p.num_B
     if budgeted:  # the depth of the round's tree: positions offered, for the statistics
       num_B = jnp.broadcast_to(jnp.asarray([tree_lib.Tree(drafter.tree.parents[:w + 1]).max_depth for w in widths],
@@ -332,10 +346,10 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
                                      trials_B)
     fed_BxG1 = jnp.concatenate([last_B[:, None], new_BxG1[:, :-1]], axis=1)
     if topk:  # declared by the drafter: only then does commit take verified=
-      drafter_state = current.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden,
+      drafter_state = current.commit(state.drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden,
                                      verified=Verified(fed_BxG1, new_BxG1, jnp.where(active, n_B + 1, 0), topk_BxG1xK))
     else:
-      drafter_state = current.commit(drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
+      drafter_state = current.commit(state.drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
     rows, count_B = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
     if memory is not None:  # what the rows' appended tokens taught the drafter (cut at EOS / the budget)
       memory = drafter.learn(memory, Verified(fed_BxG1, new_BxG1, count_B, topk_BxG1xK))
@@ -343,32 +357,33 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     if queue is not None:  # continuous refill: finished rows take the next queued prompts
       queue, rows, ((cache, drafter_state),) = refill_lib.refill(queue, rows, ((cache, drafter_state),), (start,),
                                                                  output_fn)
-    return rows, cache, drafter_state, memory, estimate, rng, stats, queue
+    return state.replace(rows=rows, cache=cache, drafter_state=drafter_state, memory=memory, estimate=estimate,
+                         stats=stats, queue=queue)
 
   def round_if(picked, verify):
     """The round at this width, as a while loop run at most once: a guard without lax.cond, whose
     branches made XLA:CPU copy the cache they write every round."""
     step = lambda c: (run(c[0], c[1], verify), c[1], jnp.ones((), bool))
-    return lambda carry, p: jax.lax.while_loop(lambda c: ~c[2] & picked(c[1].pick), step,
-                                               (carry, p, jnp.zeros((), bool)))[0]
+    return lambda state, p: jax.lax.while_loop(lambda c: ~c[2] & picked(c[1].pick), step,
+                                               (state, p, jnp.zeros((), bool)))[0]
 
   if len(widths) == 1:
-    body = lambda c: run(*plan(c), verify_plain)
+    body = lambda state: run(*plan(state), verify_plain)
   else:
     # Width-0 rounds are plain decode steps writing the cache in place; inside lax.switch beside the
-    # wider widths they cost 5-8% more than a step of the autoregressive loop on XLA:CPU at batch 8
-    # (the conditional and the pending-KV pass). The drafter and each pass are compiled in once.
+    # wider widths they would cost more than a step of the autoregressive loop (the conditional and
+    # the pending-KV pass). The drafter and each pass are compiled in once.
     plain, wide = round_if(lambda pick: pick == 0, verify_plain), round_if(lambda pick: pick != 0, verify_wide)
 
-    def body(c):
-      c, p = plan(c)
-      return wide(plain(c, p), p)
-  carry = (rows, cache, drafter_state, memory, estimate, rng, Stats.zeros(gamma, len(widths)), queue)
-  rows, _, _, memory, _, _, stats, queue = jax.lax.while_loop(lambda c: ~jnp.all(c[0].done_B), body, carry)
-  if queue is not None:
-    return queue.out_QxN, queue.out_len_Q, stats, memory
-  tokens, lengths = output_fn(rows, start_B)
-  return tokens, lengths, stats, memory
+    def body(state):
+      state, p = plan(state)
+      return wide(plain(state, p), p)
+  state = LoopState(rows, cache, drafter_state, memory, estimate, rng, Stats.zeros(gamma, len(widths)), queue)
+  state = jax.lax.while_loop(lambda s: ~jnp.all(s.rows.done_B), body, state)
+  if state.queue is not None:
+    return state.queue.out_QxN, state.queue.out_len_Q, state.stats, state.memory
+  tokens, lengths = output_fn(state.rows, start_B)
+  return tokens, lengths, state.stats, state.memory
 
 
 def verify_widths(drafter, adaptive, gamma: int) -> tuple[int, ...]:

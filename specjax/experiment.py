@@ -30,7 +30,6 @@ import dataclasses
 import json
 import math
 import pathlib
-import time
 
 import jax
 import ml_collections
@@ -295,24 +294,12 @@ def run(config, verbose: bool = True, report=None, outputs=None) -> dict:
   _say(verbose, "compiling the autoregressive baseline and running it once")
   base = jax.block_until_ready(base_fn())
   _say(verbose, f"timing both decoders ({config.repeats} runs each, alternating)")
-  t_base, t_spec = _paired_seconds(base_fn, spec_fn, config.repeats)
+  _, _, t_base, t_spec = measure.paired_times(base_fn, spec_fn, config.repeats, warm_up=False)  # both ran above
   summary = _summary(config, target, drafter, prompts, base, spec, t_base, t_spec, c, v, gamma, adaptive, common)
   summary.update(max_len=max_len, builtin_prompts=items is None)
   if report is not None:
     report(summary, prompts, lengths, spec, tok, sampling)
   return summary
-
-
-def _paired_seconds(fn_a, fn_b, repeats: int) -> tuple:
-  """Median seconds of ``fn_a`` and ``fn_b`` (both compiled already), timed alternately so load
-  drifts on a shared machine hit both."""
-  times = ([], [])
-  for _ in range(max(repeats, 1)):
-    for i, fn in enumerate((fn_a, fn_b)):
-      t0 = time.perf_counter()
-      jax.block_until_ready(fn())
-      times[i].append(time.perf_counter() - t0)
-  return float(np.median(times[0])), float(np.median(times[1]))
 
 
 def _what(spec) -> str:

@@ -82,7 +82,7 @@ def fast_reader_everywhere():
   """Within the block, ``gguf.GGUFReader`` is the plain-array reader, and each file is parsed once,
   by specjax (:func:`open_reader`) and by code that parses GGUF files itself: transformers'
   ``from_pretrained(..., gguf_file=...)`` parses the file once for the config and again for the
-  weights, ~11 s each for Gemma 3's 262k token strings with gguf's own reader, and a parity check
+  weights, each slow with gguf's own reader for a large vocabulary's token strings, and a parity check
   that converts the file too parses it a third time. The parsed fields and tensors are the same;
   the parsed files are dropped when the block ends."""
   global _PARSED  # pylint: disable=global-statement
@@ -159,10 +159,10 @@ def _hf_name(name: str, arch: str, path) -> str:
   return f"model.layers.{layer}.{hf_part}.{kind}"
 
 
-def _unpermute(w_OxI, heads: int):
-  """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> rotate-half halves)."""
-  out = w_OxI.shape[0]
-  return w_OxI.reshape(heads, out // heads // 2, 2, *w_OxI.shape[1:]).swapaxes(1, 2).reshape(w_OxI.shape)
+def _unpermute(weight, heads: int):
+  """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> rotate-half halves); ``weight``'s rows are its outputs."""
+  out = weight.shape[0]
+  return weight.reshape(heads, out // heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
 def gguf_weights(reader, cfg: dict, arch: str, path):

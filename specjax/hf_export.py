@@ -61,9 +61,9 @@ def draft_lm_to_hf(model: Model, subset_K, folder, *, max_position_embeddings: i
   embed = x / np.sqrt(np.mean(x * x, -1, keepdims=True) + cfg.norm_eps) * np.asarray(p["embed_norm"]["scale"])
   tensors = {"model.embed_tokens.weight": _a(embed), "model.norm.weight": _a(p["final_norm"]["scale"]),
              **_layer_tensors(cfg, p)}
-  rows_KxW = np.asarray(p[FROZEN_HEAD] if cfg.frozen_head else p["lm_head"], np.float32).T
-  out_w = np.zeros((cfg.vocab_size, rows_KxW.shape[1]), np.float32)
-  out_w[subset_K] = rows_KxW
+  rows_KxE = np.asarray(p[FROZEN_HEAD] if cfg.frozen_head else p["lm_head"], np.float32).T
+  out_w = np.zeros((cfg.vocab_size, rows_KxE.shape[1]), np.float32)
+  out_w[subset_K] = rows_KxE
   bias = np.full((cfg.vocab_size,), -1e9, np.float32)
   bias[subset_K] = 0.0
   tensors.update({"lm_head.2.weight": _a(out_w), "lm_head.2.bias": bias})

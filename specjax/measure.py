@@ -32,7 +32,7 @@ def median_time(fn, repeats: int, inner: int = 1) -> tuple:
   """(last output, median seconds per call); up to ``inner`` calls per sample tame timer noise.
 
   A call that alone takes ``SAMPLE_SECONDS`` or more needs no company: the sample then holds only
-  as many calls as reach that length (a 135M-parameter step on a CPU: 1-2 calls, not 10)."""
+  as many calls as reach that length."""
   out = jax.block_until_ready(fn())
   if inner > 1:
     t0 = time.perf_counter()
@@ -48,16 +48,17 @@ def median_time(fn, repeats: int, inner: int = 1) -> tuple:
   return out, float(np.median(times))
 
 
-def paired_times(fn_a, fn_b, repeats: int) -> tuple:
+def paired_times(fn_a, fn_b, repeats: int, warm_up: bool = True) -> tuple:
   """(out_a, out_b, median seconds a, median seconds b), a and b timed alternately."""
-  outs, medians, _ = round_robin_times({"a": fn_a, "b": fn_b}, repeats)
+  outs, medians, _ = round_robin_times({"a": fn_a, "b": fn_b}, repeats, warm_up)
   return outs["a"], outs["b"], medians["a"], medians["b"]
 
 
-def round_robin_times(fns: dict, repeats: int) -> tuple:
+def round_robin_times(fns: dict, repeats: int, warm_up: bool = True) -> tuple:
   """(last outputs, median seconds, every timed seconds), each a dict by name: one untimed call of
-  each fn, then ``repeats`` rounds calling every fn once, in order, so load drifts hit all of them."""
-  outs = {name: jax.block_until_ready(fn()) for name, fn in fns.items()}
+  each fn (``warm_up=False``: none, every fn compiled and run already), then ``repeats`` rounds
+  calling every fn once, in order, so load drifts hit all of them."""
+  outs = {name: jax.block_until_ready(fn()) if warm_up else None for name, fn in fns.items()}
   times = {name: [] for name in fns}
   for _ in range(max(repeats, 1)):
     for name, fn in fns.items():
@@ -99,9 +100,8 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   at width ``w`` / seconds per round with every round at width 0 (a plain decode step).
 
   A wide round costs more in the loop than its target pass alone: the width switch, the pending
-  keys and values and the accept rule come with it (SmolLM2-135M on a 2-core CPU, batch 1: 1.18 /
-  1.36 / 1.66 steps at widths 1 / 2 / 4 in the loop, 1.16 / 1.33 / 1.53 for the passes alone), and a
-  short pass timed alone is easily thrown off by load. Each width is forced through the loop's own
+  keys and values and the accept rule come with it, and a short pass timed alone is easily thrown
+  off by load. Each width is forced through the loop's own
   cost argument, so every run reuses the program the real run compiles (same shapes, same
   ``generate_kw``). The target's prefill, timed alone, is taken off each run before dividing by
   its rounds (runs at wider widths have fewer rounds). Costs are made non-decreasing in ``w`` and
@@ -125,13 +125,8 @@ def loop_costs(target, drafter, prompts_BxP, lengths_B, *, gamma: int, adaptive,
   if generate_kw.get("eos_id") is not None and plain.stats["target_calls"] < generate_kw["max_new_tokens"]:
     runs = {w: forced(w, {**generate_kw, "eos_id": None}) for w in widths}  # stopped early at EOS
     jax.block_until_ready(runs[0]())
-  seconds, rounds = {w: [] for w in widths}, {}
-  for _ in range(max(repeats, 1)):  # alternating, so load drifts hit every width alike
-    for w, run in runs.items():
-      t0 = time.perf_counter()
-      rounds[w] = max(int(jax.block_until_ready(run()).stats["target_calls"]), 1)
-      seconds[w].append(time.perf_counter() - t0)
-  per_round = {w: max(float(np.median(seconds[w])) - prefill, 1e-9) / rounds[w] for w in widths}
+  outs, seconds, _ = round_robin_times(runs, repeats, warm_up=False)  # alternating: load drifts hit every width
+  per_round = {w: max(seconds[w] - prefill, 1e-9) / max(int(outs[w].stats["target_calls"]), 1) for w in widths}
   out, floor = [], 1.0
   for w in widths:
     floor = max(floor, per_round[w] / per_round[0], 1.0 + min_slope * w)

@@ -4,10 +4,9 @@ A model's params are held in a *storage* dtype and cast to the config's *compute
 (``cfg.dtype``) where they are used; norms' scales and biases (1-D leaves) always stay float32, and
 norms, softmax, logits and the accept rule compute in float32 whatever the storage.
 
-``"auto"`` is float32 on CPU and bfloat16 on accelerators. On XLA:CPU a SmolLM2-shaped decoder
-(30 layers, d 576, vocab 49k) decoded 32 tokens in 1.9 s with float32 params and compute, 3.6 s with
-bfloat16 params cast to float32 each step, and 2.5 s in bfloat16 throughout (median of 7, alternated):
-the CPU's float32 kernels are its fast path, so bfloat16 there only saves memory. (Those casts are
+``"auto"`` is float32 on CPU and bfloat16 on accelerators: the CPU's float32 kernels are its fast
+path, so bfloat16 there only saves memory (``python -m specjax.bench precision`` times float32,
+bfloat16 params cast to float32 each step, and bfloat16 throughout). (Those casts are
 made layer by layer at each decode step, none kept for the whole loop: :func:`jit_for_weights`.)
 """
 from __future__ import annotations

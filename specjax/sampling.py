@@ -97,20 +97,20 @@ def sample_from(rng, probs_xV: jax.Array) -> jax.Array:
   with mass).
   """
   lead, v = probs_xV.shape[:-1], probs_xV.shape[-1]
-  p_RxV = probs_xV.reshape((-1, v)).astype(jnp.float32)
+  p_BxV = probs_xV.reshape((-1, v)).astype(jnp.float32)
   block = min(SAMPLE_BLOCK, v)
   nb = -(-v // block)
-  p_RxNxK = jnp.pad(p_RxV, ((0, 0), (0, nb * block - v))).reshape(-1, nb, block)
-  mass_RxN = p_RxNxK.sum(-1)
-  cum_RxN = jnp.cumsum(mass_RxN, -1)
-  u_R = jax.random.uniform(rng, cum_RxN.shape[:1]) * cum_RxN[:, -1]
-  last_block = (nb - 1) - argmax((mass_RxN > 0)[:, ::-1])
-  blk_R = jnp.minimum(jnp.sum(cum_RxN <= u_R[:, None], -1), last_block).astype(jnp.int32)
-  rest_R = u_R - jnp.take_along_axis(cum_RxN - mass_RxN, blk_R[:, None], 1)[:, 0]
-  row_RxK = jnp.take_along_axis(p_RxNxK, blk_R[:, None, None], 1)[:, 0]
-  last_tok = (block - 1) - argmax((row_RxK > 0)[:, ::-1])
-  tok_R = jnp.minimum(jnp.sum(jnp.cumsum(row_RxK, -1) <= rest_R[:, None], -1), last_tok)
-  return (blk_R * block + tok_R).astype(jnp.int32).reshape(lead)
+  p_BxNxY = jnp.pad(p_BxV, ((0, 0), (0, nb * block - v))).reshape(-1, nb, block)
+  mass_BxN = p_BxNxY.sum(-1)
+  cum_BxN = jnp.cumsum(mass_BxN, -1)
+  u_B = jax.random.uniform(rng, cum_BxN.shape[:1]) * cum_BxN[:, -1]
+  last_block = (nb - 1) - argmax((mass_BxN > 0)[:, ::-1])
+  blk_B = jnp.minimum(jnp.sum(cum_BxN <= u_B[:, None], -1), last_block).astype(jnp.int32)
+  rest_B = u_B - jnp.take_along_axis(cum_BxN - mass_BxN, blk_B[:, None], 1)[:, 0]
+  row_BxY = jnp.take_along_axis(p_BxNxY, blk_B[:, None, None], 1)[:, 0]
+  last_tok = (block - 1) - argmax((row_BxY > 0)[:, ::-1])
+  tok_B = jnp.minimum(jnp.sum(jnp.cumsum(row_BxY, -1) <= rest_B[:, None], -1), last_tok)
+  return (blk_B * block + tok_B).astype(jnp.int32).reshape(lead)
 
 
 # ----------------------------------------------------------------------------- top-p threshold

@@ -64,7 +64,7 @@ _RULES = (
 _CONFIG_FIELD = {"heads": "num_heads", "kv_heads": "num_kv_heads", "mlp": "mlp_dim", "vocab": "vocab_size",
                  "embed": "d_model", "kv": "head_dim", "batch": "batch"}
 
-CACHE_AXES = ("layers", "batch", "kv_heads", "length", "kv")  # KVCache buffers [L, B, K, S, D]
+CACHE_AXES = ("layers", "batch", "kv_heads", "length", "kv")  # KVCache buffers [L, B, A, S, D]
 
 
 def standard_logical_axis_rules() -> tuple[tuple[str, str | None], ...]:

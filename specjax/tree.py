@@ -73,7 +73,7 @@ class Tree:
 
   @functools.cached_property
   def children_table(self) -> np.ndarray:
-    """``[N, W]`` children of each node in order, -1 padded."""
+    """``[N, C]`` children of each node in order, -1 padded."""
     t = np.full((self.num_nodes, max(self.max_width, 1)), -1, np.int32)
     for i, c in enumerate(self.children):
       t[i, :len(c)] = c
@@ -81,7 +81,7 @@ class Tree:
 
   @functools.cached_property
   def ancestors(self) -> np.ndarray:
-    """``[N, D+1]``: node i's ancestor at depth d (itself at and past its own depth)."""
+    """``[N, G+1]``: node i's ancestor at depth d (itself at and past its own depth)."""
     a = np.zeros((self.num_nodes, self.max_depth + 1), np.int32)
     for i in range(self.num_nodes):
       node = i
@@ -194,7 +194,7 @@ def sibling_choices(tree: Tree) -> np.ndarray:
   return r
 
 
-def tried_along_path(tree: Tree, tokens_BxN, new_BxD1, n_B, num_nodes_B=None):
+def tried_along_path(tree: Tree, tokens_BxN, new_BxG1, n_B, num_nodes_B=None):
   """float32 ``[B]``: drafts the accept rule tried in a round (accepted or rejected): along the
   accepted path, each chosen child and the siblings before it, then every child of the last node
   (all rejected). Children are found by token (distinct siblings); only nodes below
@@ -205,38 +205,38 @@ def tried_along_path(tree: Tree, tokens_BxN, new_BxD1, n_B, num_nodes_B=None):
   limit = tree.num_nodes if num_nodes_B is None else num_nodes_B
   cur_B, tried_B = jnp.zeros((b,), jnp.int32), jnp.zeros((b,), jnp.float32)
   for d in range(tree.max_depth + 1):
-    ch_BxW = table[cur_B]
-    live_BxW = (ch_BxW >= 0) & (ch_BxW < jnp.reshape(limit, (-1, 1)))
-    tok_BxW = jnp.take_along_axis(tokens_BxN, jnp.maximum(ch_BxW, 0), 1)
+    ch_BxC = table[cur_B]
+    live_BxC = (ch_BxC >= 0) & (ch_BxC < jnp.reshape(limit, (-1, 1)))
+    tok_BxC = jnp.take_along_axis(tokens_BxN, jnp.maximum(ch_BxC, 0), 1)
     if d < tree.max_depth:
-      hit_BxW = live_BxW & (tok_BxW == new_BxD1[:, d:d + 1])
+      hit_BxC = live_BxC & (tok_BxC == new_BxG1[:, d:d + 1])
     else:
-      hit_BxW = jnp.zeros_like(live_BxW)
+      hit_BxC = jnp.zeros_like(live_BxC)
     on_path_B = d < n_B
-    j_B = jnp.argmax(hit_BxW, axis=1)
-    tried_B += jnp.where(on_path_B, j_B + 1, jnp.where(d == n_B, live_BxW.sum(1), 0)).astype(jnp.float32)
-    cur_B = jnp.where(on_path_B, jnp.take_along_axis(ch_BxW, j_B[:, None], 1)[:, 0], cur_B)
+    j_B = jnp.argmax(hit_BxC, axis=1)
+    tried_B += jnp.where(on_path_B, j_B + 1, jnp.where(d == n_B, live_BxC.sum(1), 0)).astype(jnp.float32)
+    cur_B = jnp.where(on_path_B, jnp.take_along_axis(ch_BxC, j_B[:, None], 1)[:, 0], cur_B)
   return tried_B
 
 
 # ----------------------------------------------------------------------------- KV compaction
-def compact(cache, src_slots_BxD, dst_start_B):
-  """Copies each row's slots ``src[b]`` to ``dst_start[b] .. dst_start[b] + D - 1`` (all layers).
+def compact(cache, src_slots_BxG, dst_start_B):
+  """Copies each row's slots ``src[b]`` to ``dst_start[b] .. dst_start[b] + G - 1`` (all layers).
 
   After tree verification the accepted path is scattered over the node slots; this makes it
   contiguous after the prefix, so committing is again only a length change.
   """
-  b, d = src_slots_BxD.shape
-  rows_BxD = jnp.broadcast_to(jnp.arange(b)[:, None], (b, d))
-  dst_BxD = dst_start_B[:, None] + jnp.arange(d)[None, :]
+  b, d = src_slots_BxG.shape
+  rows_BxG = jnp.broadcast_to(jnp.arange(b)[:, None], (b, d))
+  dst_BxG = dst_start_B[:, None] + jnp.arange(d)[None, :]
 
-  def move(buf_LxBxKxSxD):  # one gather and one in-place scatter (no per-row vmap: see write_layer)
-    path_BxDxLxKxE = buf_LxBxKxSxD[:, rows_BxD, :, src_slots_BxD]  # split advanced indices lead
-    return buf_LxBxKxSxD.at[:, rows_BxD, :, dst_BxD].set(path_BxDxLxKxE, mode="drop")
+  def move(buf_LxBxAxSxD):  # one gather and one in-place scatter (no per-row vmap: see write_layer)
+    path_BxGxLxAxD = buf_LxBxAxSxD[:, rows_BxG, :, src_slots_BxG]  # split advanced indices lead
+    return buf_LxBxAxSxD.at[:, rows_BxG, :, dst_BxG].set(path_BxGxLxAxD, mode="drop")
 
   if hasattr(cache, "self_attn"):  # T5Cache wraps its decoder self-attention cache
-    return cache.replace(self_attn=compact(cache.self_attn, src_slots_BxD, dst_start_B))
-  return cache.replace(k_LxBxKxSxD=move(cache.k_LxBxKxSxD), v_LxBxKxSxD=move(cache.v_LxBxKxSxD))
+    return cache.replace(self_attn=compact(cache.self_attn, src_slots_BxG, dst_start_B))
+  return cache.replace(k_LxBxAxSxD=move(cache.k_LxBxAxSxD), v_LxBxAxSxD=move(cache.v_LxBxAxSxD))
 
 
 # ----------------------------------------------------------------------------- one verify step
@@ -266,13 +266,13 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
 
   ``draft.tree`` None means a chain of ``draft.tokens_BxG.shape[1]`` drafts: the same code with the
   tree ``chain(G)``, whose accepted path is already contiguous (no compaction needed).
-  Returns ``(cache, hidden_BxD1xE along the accepted path, new_BxD1 tokens, n_B accepted,
-  overlap_BxD)`` with ``D`` the tree depth; ``new[b, n]`` is the target's token after the path
+  Returns ``(cache, hidden_BxG1xE along the accepted path, new_BxG1 tokens, n_B accepted,
+  overlap_BxG)`` with ``G`` the tree depth; ``new[b, n]`` is the target's token after the path
   and ``hidden[b, n]`` the hidden state of the last accepted node. ``feature_layers`` (a drafter
   attribute, e.g. DFlash's): the hidden is then those target layers' outputs concatenated on the
   last axis instead of the final hidden state. ``num_B`` (chains): drafts each row submits; the
   positions past it are verified by the pass but never accepted. ``topk > 0`` (a drafter's
-  ``verify_topk``): a sixth output, int32 ``[B, D+1, topk]``, the target's most likely ids at each
+  ``verify_topk``): a sixth output, int32 ``[B, G+1, topk]``, the target's most likely ids at each
   node of the accepted path (by its logits). ``cache`` may be a :class:`kv_cache.PendingKV` (a
   budget switch): the path's keys and values are then moved to the front of its buffers instead.
   """
@@ -304,41 +304,41 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
       if q_BxNxV is None and wr:  # deterministic drafts offered as without-replacement siblings: dense one-hot
         q_BxNxV = jax.nn.one_hot(tokens_BxN, logits.shape[-1]).at[:, 0].set(0.0)
       leaf_B, next_B = accept.multi_round(rng, p_BxNxV, q_BxNxV, tokens_BxN, tree, wr, lenience, num_B=num_B)
-  path_BxD1 = at_nodes(tree, tree.ancestors, leaf_B)
+  path_BxG1 = at_nodes(tree, tree.ancestors, leaf_B)
   n_B = at_nodes(tree, tree.depth, leaf_B)
-  path_tokens_BxD = jnp.take_along_axis(tokens_BxN, path_BxD1[:, 1:], 1)
-  new_BxD1 = jnp.concatenate([path_tokens_BxD, jnp.zeros((b, 1), jnp.int32)], axis=1)
-  new_BxD1 = jnp.where(jnp.arange(d + 1)[None] == n_B[:, None], next_B[:, None], new_BxD1)
+  path_tokens_BxG = jnp.take_along_axis(tokens_BxN, path_BxG1[:, 1:], 1)
+  new_BxG1 = jnp.concatenate([path_tokens_BxG, jnp.zeros((b, 1), jnp.int32)], axis=1)
+  new_BxG1 = jnp.where(jnp.arange(d + 1)[None] == n_B[:, None], next_B[:, None], new_BxG1)
   if not tree.is_chain:  # a chain's accepted path already sits in slots length + 1 .. length + n
     if isinstance(cache, kv_cache.PendingKV):  # written later at length ..: the path goes first
-      take = lambda new_LxBxTxKxD: jnp.take_along_axis(new_LxBxTxKxD, path_BxD1[None, :, :, None, None], 2)
-      cache = cache.replace(k_new_LxBxTxKxD=take(cache.k_new_LxBxTxKxD), v_new_LxBxTxKxD=take(cache.v_new_LxBxTxKxD))
+      take = lambda new_LxBxTxAxD: jnp.take_along_axis(new_LxBxTxAxD, path_BxG1[None, :, :, None, None], 2)
+      cache = cache.replace(k_new_LxBxTxAxD=take(cache.k_new_LxBxTxAxD), v_new_LxBxTxAxD=take(cache.v_new_LxBxTxAxD))
     else:
-      cache = compact(cache, length_B[:, None] + path_BxD1[:, 1:], length_B + 1)
-  hidden_BxD1xE = jnp.take_along_axis(hidden_BxNxE, path_BxD1[..., None], 1)
+      cache = compact(cache, length_B[:, None] + path_BxG1[:, 1:], length_B + 1)
+  hidden_BxG1xE = jnp.take_along_axis(hidden_BxNxE, path_BxG1[..., None], 1)
   # alpha per depth: overlap sum_x min(p, q) of p at each path node with its first child's proposal
   first_xN = tree.children_table[..., 0]
-  child_BxD = at_nodes(tree, jnp.maximum(first_xN, 0), path_BxD1[:, :d])
-  live_BxD = at_nodes(tree, first_xN >= 0, path_BxD1[:, :d])  # a childless node proposes nothing: overlap 0
+  child_BxG = at_nodes(tree, jnp.maximum(first_xN, 0), path_BxG1[:, :d])
+  live_BxG = at_nodes(tree, first_xN >= 0, path_BxG1[:, :d])  # a childless node proposes nothing: overlap 0
   if num_B is not None:
-    live_BxD = live_BxD & (jnp.arange(d)[None] < num_B[:, None])
-  child_tok_BxD = jnp.take_along_axis(tokens_BxN, child_BxD, 1)
+    live_BxG = live_BxG & (jnp.arange(d)[None] < num_B[:, None])
+  child_tok_BxG = jnp.take_along_axis(tokens_BxN, child_BxG, 1)
   if p_BxNxV is None:  # greedy: p is one-hot on the argmax a, so the overlap is q(a)
-    best_BxD = jnp.take_along_axis(best_BxN, path_BxD1[:, :d], 1)
+    best_BxG = jnp.take_along_axis(best_BxN, path_BxG1[:, :d], 1)
     if q_BxNxV is None:
-      ov = (child_tok_BxD == best_BxD).astype(jnp.float32)
+      ov = (child_tok_BxG == best_BxG).astype(jnp.float32)
     else:
-      q_child = jnp.take_along_axis(q_BxNxV, child_BxD[..., None], 1)
-      ov = jnp.take_along_axis(q_child, best_BxD[..., None], -1)[..., 0]
+      q_child = jnp.take_along_axis(q_BxNxV, child_BxG[..., None], 1)
+      ov = jnp.take_along_axis(q_child, best_BxG[..., None], -1)[..., 0]
   elif q_BxNxV is None:  # q one-hot on the child's token: the overlap is p(token)
-    p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
-    ov = jnp.take_along_axis(p_path, child_tok_BxD[..., None], -1)[..., 0]
+    p_path = jnp.take_along_axis(p_BxNxV, path_BxG1[:, :d, None], 1)
+    ov = jnp.take_along_axis(p_path, child_tok_BxG[..., None], -1)[..., 0]
   else:
-    p_path = jnp.take_along_axis(p_BxNxV, path_BxD1[:, :d, None], 1)
-    q_path = jnp.take_along_axis(q_BxNxV, child_BxD[..., None], 1)
+    p_path = jnp.take_along_axis(p_BxNxV, path_BxG1[:, :d, None], 1)
+    q_path = jnp.take_along_axis(q_BxNxV, child_BxG[..., None], 1)
     ov = accept.overlap(p_path, q_path)
-  out = (cache, hidden_BxD1xE, new_BxD1, n_B, jnp.where(live_BxD, ov, 0.0))
+  out = (cache, hidden_BxG1xE, new_BxG1, n_B, jnp.where(live_BxG, ov, 0.0))
   if topk:
-    path_logits_BxD1xV = jnp.take_along_axis(logits, path_BxD1[..., None], 1)
-    out += (jax.lax.top_k(path_logits_BxD1xV, topk)[1].astype(jnp.int32),)
+    path_logits_BxG1xV = jnp.take_along_axis(logits, path_BxG1[..., None], 1)
+    out += (jax.lax.top_k(path_logits_BxG1xV, topk)[1].astype(jnp.int32),)
   return out

@@ -23,7 +23,7 @@ class RowTrees:
   parents: jax.Array         # [B, N] int32, -1 at the root
   depth: jax.Array           # [B, N]
   mask: jax.Array            # [B, N, N] bool: mask[b, i, j] iff j is i or an ancestor of i
-  ancestors: jax.Array       # [B, N, D+1]: node i's ancestor at depth d (itself at and past its depth)
+  ancestors: jax.Array       # [B, N, G+1]: node i's ancestor at depth d (itself at and past its depth)
   children_table: jax.Array  # [B, N, W] children in order, -1 padded
   max_depth: int = flax.struct.field(pytree_node=False)
   is_chain = False
@@ -51,13 +51,13 @@ def from_parents(parents_BxN, max_depth: int, max_width: int) -> RowTrees:
   hops = [jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32)[None], (b, n))]
   for _ in range(max_depth):
     hops.append(jnp.take_along_axis(up_BxN, hops[-1], 1))
-  hops_BxNxH = jnp.stack(hops, -1)  # the node k hops up, for k = 0..D (stays at the root once there)
-  depth_BxN = jnp.sum(hops_BxNxH[..., :max_depth] != 0, -1).astype(jnp.int32)
-  mask = jnp.any(hops_BxNxH[..., None] == jnp.arange(n)[None, None, None], axis=2)
-  d_1xD1 = jnp.arange(max_depth + 1)[None, None]
-  k_BxNxD1 = jnp.clip(depth_BxN[..., None] - d_1xD1, 0, max_depth)
-  ancestors = jnp.where(d_1xD1 > depth_BxN[..., None], jnp.arange(n)[None, :, None],
-                        jnp.take_along_axis(hops_BxNxH, k_BxNxD1, 2))
+  hops_BxNxG1 = jnp.stack(hops, -1)  # the node k hops up, for k = 0..G (stays at the root once there)
+  depth_BxN = jnp.sum(hops_BxNxG1[..., :max_depth] != 0, -1).astype(jnp.int32)
+  mask = jnp.any(hops_BxNxG1[..., None] == jnp.arange(n)[None, None, None], axis=2)
+  d_1xG1 = jnp.arange(max_depth + 1)[None, None]
+  k_BxNxG1 = jnp.clip(depth_BxN[..., None] - d_1xG1, 0, max_depth)
+  ancestors = jnp.where(d_1xG1 > depth_BxN[..., None], jnp.arange(n)[None, :, None],
+                        jnp.take_along_axis(hops_BxNxG1, k_BxNxG1, 2))
   earlier_NxN = jnp.arange(n)[None, :] < jnp.arange(n)[:, None]
   rank_BxN = jnp.sum((parents_BxN[:, None, :] == parents_BxN[:, :, None]) & earlier_NxN[None], -1)
   rows_BxN = jnp.broadcast_to(jnp.arange(b)[:, None], (b, n))
@@ -73,8 +73,8 @@ def at_nodes(tree, table, idx):
   if not isinstance(tree, RowTrees):
     return jnp.asarray(table)[idx]
   b = idx.shape[0]
-  flat_BxM = idx.reshape(b, -1)
-  out = jnp.take_along_axis(table, flat_BxM.reshape(flat_BxM.shape + (1,) * (table.ndim - 2)), 1)
+  flat_BxN = idx.reshape(b, -1)
+  out = jnp.take_along_axis(table, flat_BxN.reshape(flat_BxN.shape + (1,) * (table.ndim - 2)), 1)
   return out.reshape(idx.shape + table.shape[2:])
 
 
@@ -92,10 +92,10 @@ def batched(table, ndim: int):
 
 
 # ----------------------------------------------------------------------------- dynamic selection
-def select(score_BxP, parent_BxP, num_keep: int, max_depth: int, max_width: int):
+def select(score_BxZ, parent_BxZ, num_keep: int, max_depth: int, max_width: int):
   """Keeps the ``num_keep`` best of a pool of drafted nodes; returns ``(pool index [B, num_keep], RowTrees)``.
 
-  The pool is ordered by depth (and, within a parent, by sibling rank); ``parent_BxP`` is a pool
+  The pool is ordered by depth (and, within a parent, by sibling rank); ``parent_BxZ`` is a pool
   index or -1 for children of the root. The kept nodes come out in pool order (topological), and
   the tree's node ``i + 1`` is pool node ``index[:, i]``.
 
@@ -113,15 +113,15 @@ def select(score_BxP, parent_BxP, num_keep: int, max_depth: int, max_width: int)
   node's own drawn probability (EAGLE-2's rule applied to sampled children) is biased: it keeps a
   sampled child more often when its token is likely, which is not the q it was drawn from.
   """
-  b, p = score_BxP.shape
+  b, p = score_BxZ.shape
   if not 1 <= num_keep <= p:
     raise ValueError(f"dynamic tree keeps total_tokens={num_keep} of a pool of {p} drafted nodes; "
                      f"use 1 <= total_tokens <= {p}")
-  _, keep_BxM = jax.lax.top_k(score_BxP, num_keep)  # ties: the lower pool index first
-  keep_BxM = jnp.sort(keep_BxM, axis=-1).astype(jnp.int32)
-  node_of_pool = jnp.zeros((b, p), jnp.int32).at[jnp.arange(b)[:, None], keep_BxM].set(
+  _, keep_BxN = jax.lax.top_k(score_BxZ, num_keep)  # ties: the lower pool index first
+  keep_BxN = jnp.sort(keep_BxN, axis=-1).astype(jnp.int32)
+  node_of_pool = jnp.zeros((b, p), jnp.int32).at[jnp.arange(b)[:, None], keep_BxN].set(
       jnp.arange(1, num_keep + 1, dtype=jnp.int32)[None])  # 0: not kept (or the root)
-  pool_parent = jnp.take_along_axis(parent_BxP, keep_BxM, 1)
+  pool_parent = jnp.take_along_axis(parent_BxZ, keep_BxN, 1)
   parent_node = jnp.where(pool_parent < 0, 0, jnp.take_along_axis(node_of_pool, jnp.maximum(pool_parent, 0), 1))
   parents_BxN = jnp.concatenate([jnp.full((b, 1), -1, jnp.int32), parent_node], 1)
-  return keep_BxM, from_parents(parents_BxN, max_depth, max_width)
+  return keep_BxN, from_parents(parents_BxN, max_depth, max_width)

@@ -69,8 +69,8 @@ def test_context_cache_holds_the_features_of_every_committed_position(target):
   k_want, v_want = drafter._context(batch["feat"], positions)  # pylint: disable=protected-access
   for row in range(b):
     n = int(state.ctx_len_B[row])
-    np.testing.assert_allclose(state.ctx_k_LxBxSxKxD[:, row, :n], k_want[:, row, :n], atol=5e-5)
-    np.testing.assert_allclose(state.ctx_v_LxBxSxKxD[:, row, :n], v_want[:, row, :n], atol=5e-5)
+    np.testing.assert_allclose(state.ctx_k_LxBxSxAxD[:, row, :n], k_want[:, row, :n], atol=5e-5)
+    np.testing.assert_allclose(state.ctx_v_LxBxSxAxD[:, row, :n], v_want[:, row, :n], atol=5e-5)
 
 
 def test_sampled_output_is_exact():

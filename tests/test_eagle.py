@@ -116,17 +116,17 @@ def test_select_keeps_a_parent_closed_topological_tree():
     child = np.minimum(par_score[:, :, None] + np.log(rng.random((b, k, k))), par_score[:, :, None])
     parent.append(np.repeat(beam, k, 1)), score.append(child.reshape(b, -1))
     offset += k * k
-  score_P, parent_P = np.concatenate(score, 1), np.concatenate(parent, 1)
-  keep, rows = tree_rows.select(jnp.asarray(score_P, jnp.float32), jnp.asarray(parent_P, jnp.int32), 7, depth, k)
+  score_BxZ, parent_BxZ = np.concatenate(score, 1), np.concatenate(parent, 1)
+  keep, rows = tree_rows.select(jnp.asarray(score_BxZ, jnp.float32), jnp.asarray(parent_BxZ, jnp.int32), 7, depth, k)
   keep, par = np.asarray(keep), np.asarray(rows.parents)
   for r in range(b):
     kept = set(keep[r].tolist())
-    assert all(parent_P[r, i] < 0 or parent_P[r, i] in kept for i in kept), "selection must be parent-closed"
+    assert all(parent_BxZ[r, i] < 0 or parent_BxZ[r, i] in kept for i in kept), "selection must be parent-closed"
     assert all(0 <= par[r, i] < i for i in range(1, 8))
-    best = np.sort(score_P[r])[::-1][:7]
-    np.testing.assert_allclose(np.sort(score_P[r, keep[r]])[::-1], best)
+    best = np.sort(score_BxZ[r])[::-1][:7]
+    np.testing.assert_allclose(np.sort(score_BxZ[r, keep[r]])[::-1], best)
   with pytest.raises(ValueError, match="total_tokens"):
-    tree_rows.select(jnp.asarray(score_P, jnp.float32), jnp.asarray(parent_P, jnp.int32), 99, depth, k)
+    tree_rows.select(jnp.asarray(score_BxZ, jnp.float32), jnp.asarray(parent_BxZ, jnp.int32), 99, depth, k)
 
 
 # ----------------------------------------------------------------------------- greedy equality
@@ -226,8 +226,8 @@ def test_head_cache_after_a_one_token_prompt_holds_the_true_inputs(tiny):
                    kv_cache.causal_mask(s))
   for r in range(b):
     n = int(committed[r])
-    np.testing.assert_allclose(state.cache.k_LxBxKxSxD[:, r, :, :n], fresh.k_LxBxKxSxD[:, r, :, :n], atol=1e-4)
-    np.testing.assert_allclose(state.cache.v_LxBxKxSxD[:, r, :, :n], fresh.v_LxBxKxSxD[:, r, :, :n], atol=1e-4)
+    np.testing.assert_allclose(state.cache.k_LxBxAxSxD[:, r, :, :n], fresh.k_LxBxAxSxD[:, r, :, :n], atol=1e-4)
+    np.testing.assert_allclose(state.cache.v_LxBxAxSxD[:, r, :, :n], fresh.v_LxBxAxSxD[:, r, :, :n], atol=1e-4)
 
 
 # ----------------------------------------------------------------------------- errors, config

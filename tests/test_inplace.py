@@ -102,9 +102,9 @@ def test_pending_forward_equals_a_writing_forward(window):
   logits_p, hidden_p, pending = _forward(model, new_BxT, pending)
   np.testing.assert_allclose(np.asarray(logits_p), np.asarray(logits), rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(np.asarray(hidden_p), np.asarray(hidden), rtol=1e-5, atol=1e-5)
-  after = kv_cache.write_pending(cache, pending.k_new_LxBxTxKxD, pending.v_new_LxBxTxKxD)
-  np.testing.assert_allclose(np.asarray(after.k_LxBxKxSxD), np.asarray(written.k_LxBxKxSxD), rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(np.asarray(after.v_LxBxKxSxD), np.asarray(written.v_LxBxKxSxD), rtol=1e-5, atol=1e-5)
+  after = kv_cache.write_pending(cache, pending.k_new_LxBxTxAxD, pending.v_new_LxBxTxAxD)
+  np.testing.assert_allclose(np.asarray(after.k_LxBxAxSxD), np.asarray(written.k_LxBxAxSxD), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(np.asarray(after.v_LxBxAxSxD), np.asarray(written.v_LxBxAxSxD), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.xla_optimized

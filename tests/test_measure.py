@@ -39,3 +39,15 @@ def test_weights_closed_over_by_a_jit_fail_the_suite():
   with pytest.raises(UserWarning, match="constants were captured"):
     jax.jit(lambda x: x * weights.sum())(jnp.ones(()))
   assert float(jax.jit(lambda x, w: x * w.sum())(jnp.ones(()), weights)) == 2**19
+
+
+def test_round_robin_times_alternate_the_fns_after_an_optional_warm_up():
+  calls = []
+  fns = {name: (lambda name=name: calls.append(name) or len(calls)) for name in ("a", "b")}
+  outs, medians, times = measure.round_robin_times(fns, repeats=3)
+  assert calls == ["a", "b"] * 4  # one untimed call each, then three timed rounds
+  assert outs == {"a": 7, "b": 8} and set(medians) == {"a", "b"} and all(len(t) == 3 for t in times.values())
+  calls.clear()
+  out_a, out_b, t_a, t_b = measure.paired_times(fns["a"], fns["b"], repeats=2, warm_up=False)
+  assert calls == ["a", "b"] * 2 and (out_a, out_b) == (3, 4)  # compiled and run already: no warm-up
+  assert t_a >= 0.0 and t_b >= 0.0

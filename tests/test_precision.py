@@ -57,9 +57,9 @@ def test_hf_folder_loads_each_tensor_in_the_storage_dtype(tmp_path):
 def test_cache_dtype_sets_the_kv_cache():
   model = testing.tiny_decoder(vocab_size=32, cache_dtype="bfloat16")
   cache, _, _ = api.start(model, jnp.ones((1, 4), jnp.int32), jnp.array([4]), 16)
-  assert cache.k_LxBxKxSxD.dtype == jnp.bfloat16
+  assert cache.k_LxBxAxSxD.dtype == jnp.bfloat16
   assert api.start(testing.tiny_decoder(vocab_size=32), jnp.ones((1, 4), jnp.int32), jnp.array([4]),
-                   16)[0].k_LxBxKxSxD.dtype == jnp.float32
+                   16)[0].k_LxBxAxSxD.dtype == jnp.float32
 
 
 def test_bf16_speculative_equals_bf16_autoregressive():

@@ -33,9 +33,9 @@ def _outputs(model, toks):
   cache = cache.with_length(jnp.array([5, 4]))
   step = model.module.apply({"params": model.params}, toks[:, 5:], None, cache)
   pending = model.module.apply({"params": model.params}, toks[:, 5:], None, kv_cache.PendingKV.start(cache, 4))
-  written = kv_cache.write_pending(cache, pending[2].k_new_LxBxTxKxD, pending[2].v_new_LxBxTxKxD)
+  written = kv_cache.write_pending(cache, pending[2].k_new_LxBxTxAxD, pending[2].v_new_LxBxTxAxD)
   return (api.logits(model, toks), logits, [hidden_L[i] for i in range(model.config.num_layers)], step[0],
-          step[2].k_LxBxKxSxD, pending[0], written.v_LxBxKxSxD)
+          step[2].k_LxBxAxSxD, pending[0], written.v_LxBxAxSxD)
 
 
 @pytest.mark.parametrize("family", [{}, GEMMA_LIKE, dict(qkv_bias=True, num_layers=3)], ids=["llama", "gemma3", "qwen2"])

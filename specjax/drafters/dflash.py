@@ -31,8 +31,8 @@ from specjax.models.bundle import Model
 
 @flax.struct.dataclass
 class DFlashState:
-  ctx_k_LxBxSxKxD: jax.Array  # extra keys/values per draft layer, one slot per committed position
-  ctx_v_LxBxSxKxD: jax.Array
+  ctx_k_LxBxSxAxD: jax.Array  # extra keys/values per draft layer, one slot per committed position
+  ctx_v_LxBxSxAxD: jax.Array
   ctx_len_B: jax.Array        # slots holding target features: seq_len - 1
   embed_VxE: jax.Array
   unembed_ExV: jax.Array
@@ -73,10 +73,10 @@ class DFlash(FeatureHeadDrafter):
     tok_emb = jnp.broadcast_to(state.embed_VxE[anchor_B][:, None], (b, q_len, state.embed_VxE.shape[1]))
     is_mask = jnp.broadcast_to(jnp.arange(q_len)[None] > 0, (b, q_len))
     positions = (seq_len_B - 1)[:, None] + jnp.arange(q_len)[None]
-    s = state.ctx_k_LxBxSxKxD.shape[2]
+    s = state.ctx_k_LxBxSxAxD.shape[2]
     ctx_visible = jnp.broadcast_to((jnp.arange(s)[None] < state.ctx_len_B[:, None])[:, None], (b, q_len, s))
     mask = block_drafter.block_mask(ctx_visible, jnp.zeros((q_len,), jnp.int32))
-    hidden = self.apply_head(tok_emb, is_mask, positions, state.ctx_k_LxBxSxKxD, state.ctx_v_LxBxSxKxD, mask)
+    hidden = self.apply_head(tok_emb, is_mask, positions, state.ctx_k_LxBxSxAxD, state.ctx_v_LxBxSxAxD, mask)
     logits_BxGxV = (hidden[:, 1:] @ state.unembed_ExV.astype(hidden.dtype)).astype(jnp.float32)
     drafts_BxG, q_BxGxV = vocab.draw(sampling, rng, logits_BxGxV, self.subset_K,
                                      state.embed_VxE.shape[0])  # independent draws; q None when greedy
@@ -93,6 +93,6 @@ class DFlash(FeatureHeadDrafter):
     start_B = seq_len_B - 1  # == ctx_len: the verify pass started at the last token
     k_new, v_new = self._context(feat, start_B[:, None] + jnp.arange(t)[None])
     write = jax.vmap(kv_cache.write_rows, in_axes=(0, 0, None))
-    return state.replace(ctx_k_LxBxSxKxD=write(state.ctx_k_LxBxSxKxD, k_new, start_B),
-                         ctx_v_LxBxSxKxD=write(state.ctx_v_LxBxSxKxD, v_new, start_B),
+    return state.replace(ctx_k_LxBxSxAxD=write(state.ctx_k_LxBxSxAxD, k_new, start_B),
+                         ctx_v_LxBxSxAxD=write(state.ctx_v_LxBxSxAxD, v_new, start_B),
                          ctx_len_B=(seq_len_B + n_accepted_B).astype(jnp.int32))

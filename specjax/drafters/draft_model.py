@@ -61,8 +61,8 @@ class DraftModel(Drafter):
     stored = getattr(self.model.module, "stored_params", None)  # draft_lm: frozen target parts excluded
     return stored(self.model.params) if stored else self.model.num_params
 
-  def _draw(self, sampling, rng, logits_BxW):
-    return vocab.draw(sampling, rng, logits_BxW, self.subset_K, self.model.vocab_size)
+  def _draw(self, sampling, rng, logits_BxK):
+    return vocab.draw(sampling, rng, logits_BxK, self.subset_K, self.model.vocab_size)
 
   def check_compatible(self, target) -> None:
     if self.model.vocab_size != target.vocab_size:
@@ -96,16 +96,17 @@ class DraftModel(Drafter):
   def idle(self, cache, tokens_BxS, seq_len_B):
     """A round with nothing drafted feeds nothing: the committed tokens wait until the next drafting
     round, which feeds them ``CATCH_UP`` at a time (a pass over a few tokens costs about what one
-    over a single token does). Idle rounds then cost almost nothing: feeding every one of them cost
-    Qwen2.5-Coder-0.5B about a third of a 1.5B step, so a run that never drafted ran at 0.75x."""
+    over a single token does). Idle rounds then cost almost nothing: feeding every one of them costs
+    a draft model's step each, a share of the target's, so a run that never drafted would run slower
+    than autoregressive decoding."""
     del tokens_BxS
     cache = cache.with_length(_fed(cache, seq_len_B))
     if self.model.is_encoder_decoder:
       return cache
     # zeros past the length (never read): a branch of the loop's idle-or-draft choice that returned
     # the cache untouched made XLA copy the whole cache every round
-    l, b, k, _, d = cache.k_LxBxKxSxD.shape
-    zeros = jnp.zeros((l, b, 1, k, d), cache.k_LxBxKxSxD.dtype)
+    l, b, k, _, d = cache.k_LxBxAxSxD.shape
+    zeros = jnp.zeros((l, b, 1, k, d), cache.k_LxBxAxSxD.dtype)
     return kv_cache.write_pending(cache, zeros, zeros)
 
   def _catch_up(self, cache, tokens_BxS, seq_len_B):
@@ -118,8 +119,8 @@ class DraftModel(Drafter):
 
     def chunk(carry):  # rows already caught up write past their length: never read, fed again later
       start_B = carry.length_B
-      last_BxW = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(CATCH_UP)[None])
-      _, _, carry = api.forward(self.model, last_BxW, carry)
+      last_BxT = kv_cache.gather_rows(tokens_BxS, start_B[:, None] + jnp.arange(CATCH_UP)[None])
+      _, _, carry = api.forward(self.model, last_BxT, carry)
       return carry.with_length(jnp.minimum(start_B + CATCH_UP, jnp.maximum(seq_len_B - 2, 0)))
 
     cache = jax.lax.while_loop(behind, chunk, cache.with_length(_fed(cache, seq_len_B)))

@@ -164,13 +164,13 @@ class Eagle(FeatureHeadDrafter):
     ``F_0`` with whatever sits past the row's text."""
     cache, s = state.cache, tokens_BxS.shape[1]
     w = depth + 1
-    slots_BxW = cache.length_B[:, None] + jnp.arange(w)[None]
-    alone_BxW = (seq_len_B < 2)[:, None] & (slots_BxW == 0)  # the L = 1 root, read from x_0 alone
-    h = self.apply_head(kv_cache.gather_rows(state.feat_BxSxF, jnp.minimum(slots_BxW, s - 1)), method="project")
-    h = jnp.where(alone_BxW[..., None], 0.0, h)
-    next_BxW = jnp.where(alone_BxW, 0, jnp.minimum(slots_BxW + 1, s - 1))
-    emb = state.embed_VxE[kv_cache.gather_rows(tokens_BxS, next_BxW)]
-    g, logits, cache = self.apply_head(h, emb, slots_BxW, cache, kv_cache.causal_mask(w))
+    slots_BxT = cache.length_B[:, None] + jnp.arange(w)[None]
+    alone_BxT = (seq_len_B < 2)[:, None] & (slots_BxT == 0)  # the L = 1 root, read from x_0 alone
+    h = self.apply_head(kv_cache.gather_rows(state.feat_BxSxF, jnp.minimum(slots_BxT, s - 1)), method="project")
+    h = jnp.where(alone_BxT[..., None], 0.0, h)
+    next_BxT = jnp.where(alone_BxT, 0, jnp.minimum(slots_BxT + 1, s - 1))
+    emb = state.embed_VxE[kv_cache.gather_rows(tokens_BxS, next_BxT)]
+    g, logits, cache = self.apply_head(h, emb, slots_BxT, cache, kv_cache.causal_mask(w))
     root_B = jnp.clip(seq_len_B - 2 - cache.length_B, 0, w - 1)
     pick = lambda x: jnp.take_along_axis(x, root_B.reshape(-1, 1, 1), 1)[:, 0]
     return pick(g), pick(logits), cache.with_length(jnp.maximum(cache.length_B, seq_len_B - 1))
@@ -224,10 +224,10 @@ class Eagle(FeatureHeadDrafter):
     probs = (lambda lg: jax.nn.softmax(lg.astype(jnp.float32), -1)) if greedy else sampling.probs
     mode = "topk" if greedy else "without_replacement"
 
-    def children(q_BxPxK, logits_BxPxK, key):
+    def children(q_BxNxK, logits_BxNxK, key):
       """Tokens, the node-independent estimate log q[j-th largest], and exact log q of each child."""
-      logq = jnp.log(q_BxPxK)
-      kids = draw_children(key, logits_BxPxK, q_BxPxK, k, mode, greedy)
+      logq = jnp.log(q_BxNxK)
+      kids = draw_children(key, logits_BxNxK, q_BxNxK, k, mode, greedy)
       own = jnp.take_along_axis(logq, kids, -1)
       est = jax.lax.top_k(logq, k)[0] if dyn.score == "rank" else own  # rank j: the j-th largest probability
       return kids, est, own
@@ -266,15 +266,15 @@ class Eagle(FeatureHeadDrafter):
         beam_g = jnp.take_along_axis(g, parent_m[..., None], 1)
         beam_vis = jnp.take_along_axis(beam_vis, parent_m[..., None], 1)
       offset += k * k
-    tok_P, score_P = jnp.concatenate(pool_tok, 1), jnp.concatenate(pool_score, 1)
-    parent_P, qsrc_P = jnp.concatenate(pool_parent, 1), jnp.concatenate(pool_q, 1)
-    keep_BxM, rows = tree_rows.select(score_P, parent_P, dyn.total_tokens, depth, k)
-    tokens_BxM = self._tokens(jnp.take_along_axis(tok_P, keep_BxM, 1))
-    q_BxMxV = None
+    tok_BxZ, score_BxZ = jnp.concatenate(pool_tok, 1), jnp.concatenate(pool_score, 1)
+    parent_BxZ, qsrc_BxZ = jnp.concatenate(pool_parent, 1), jnp.concatenate(pool_q, 1)
+    keep_BxN, rows = tree_rows.select(score_BxZ, parent_BxZ, dyn.total_tokens, depth, k)
+    tokens_BxN = self._tokens(jnp.take_along_axis(tok_BxZ, keep_BxN, 1))
+    q_BxNxV = None
     if not greedy:
       q_all = jnp.concatenate(q_store, 1)  # [B, 1 + (depth - 1) k, K]: the root's and each beam node's q
-      q_BxMxV = self._full_q(kv_cache.gather_rows(q_all, jnp.take_along_axis(qsrc_P, keep_BxM, 1)), v)
-    return Draft(tokens_BxM, q_BxMxV, siblings=mode, row_tree=rows), cache
+      q_BxNxV = self._full_q(kv_cache.gather_rows(q_all, jnp.take_along_axis(qsrc_BxZ, keep_BxN, 1)), v)
+    return Draft(tokens_BxN, q_BxNxV, siblings=mode, row_tree=rows), cache
 
 
 def default_static_paths(gamma: int) -> str:

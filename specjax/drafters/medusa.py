@@ -1,6 +1,6 @@
-"""Medusa: K residual one-layer heads on the target's last hidden state, a static sparse tree.
+"""Medusa: J residual one-layer heads on the target's last hidden state, a static sparse tree.
 
-Head k (k = 1..K) reads the hidden state h at position t and predicts token t + k + 1:
+Head k (k = 1..J) reads the hidden state h at position t and predicts token t + k + 1:
 ``h' = h + SiLU(W_k h + b_k)``, ``logits = lm_head(h')`` with the target's own (frozen) lm_head
 (its embedding when tied). ``W_k`` starts at zero, so an untrained head copies the lm_head.
 
@@ -56,7 +56,7 @@ def target_lm_head(target: Model) -> jax.Array:
 
 
 def head_logits(heads: dict, lm_head_ExV, hidden_xE) -> jax.Array:
-  """``[..., K, V]`` float32: every head's logits at every given hidden state."""
+  """``[..., J, V]`` float32: every head's logits at every given hidden state."""
   h = hidden_xE.astype(jnp.float32)[..., None, :]
   h = h + jax.nn.silu(jnp.einsum("...ke,kef->...kf", jnp.broadcast_to(h, h.shape[:-2] + heads["b_KxE"].shape),
                                  heads["w_KxExE"]) + heads["b_KxE"])
@@ -161,20 +161,20 @@ class Medusa(Drafter):
   def propose(self, hidden_BxE, tokens_BxS, seq_len_B, gamma, sampling, rng):
     del tokens_BxS, seq_len_B, gamma
     tree = self.tree
-    logits_BxKxV = head_logits(self.heads, self.lm_head_ExV, hidden_BxE)
+    logits_BxJxV = head_logits(self.heads, self.lm_head_ExV, hidden_BxE)
     depth = jnp.asarray(tree.depth[1:]) - 1  # head index of every draft node
     choice = jnp.asarray(self._choices()[1:])
     width = max(1, int(self._choices().max()) + 1)
     typical = self.acceptance == "typical" and not sampling.greedy
-    q_BxKxV = None if (sampling.greedy or typical) else sampling.probs(logits_BxKxV)  # top-k needs no q
+    q_BxJxV = None if (sampling.greedy or typical) else sampling.probs(logits_BxJxV)  # top-k needs no q
     siblings = "topk" if (sampling.greedy or typical) else "without_replacement"
-    ranked_BxKxW = draw_children(rng, logits_BxKxV, q_BxKxV, width, siblings, sampling.greedy)
+    ranked_BxJxC = draw_children(rng, logits_BxJxV, q_BxJxV, width, siblings, sampling.greedy)
     if self.subset_K is not None:  # ranks over the subset's columns -> token ids; q over the full vocab
-      ranked_BxKxW = jnp.take(self.subset_K, ranked_BxKxW)
-      if q_BxKxV is not None:
-        q_BxKxV = vocab.scatter_probs(q_BxKxV, self.subset_K, self.vocab_size)
-    tokens_BxG = ranked_BxKxW[:, depth, choice]
-    q_BxGxV = None if (sampling.greedy or typical) else q_BxKxV[:, depth]
+      ranked_BxJxC = jnp.take(self.subset_K, ranked_BxJxC)
+      if q_BxJxV is not None:
+        q_BxJxV = vocab.scatter_probs(q_BxJxV, self.subset_K, self.vocab_size)
+    tokens_BxG = ranked_BxJxC[:, depth, choice]
+    q_BxGxV = None if (sampling.greedy or typical) else q_BxJxV[:, depth]
     return hidden_BxE, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=siblings,
                              rule=("typical", self.typical_epsilon, self.typical_delta) if typical else None)
 

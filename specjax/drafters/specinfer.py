@@ -41,14 +41,14 @@ from specjax.models.bundle import Model
 from specjax.sampling import sample_from
 
 
-def draw_children(rng, logits_BxPxV, q_BxPxV, k: int, siblings: str, greedy: bool):
-  """``[B, P, k]`` sibling tokens for P parents: top-k, i.i.d. from q, or Gumbel top-k (no replacement)."""
+def draw_children(rng, logits_BxNxV, q_BxNxV, k: int, siblings: str, greedy: bool):
+  """``[B, N, k]`` sibling tokens for N parent nodes: top-k, i.i.d. from q, or Gumbel top-k (no replacement)."""
   if greedy or siblings in ("topk", "topk_lossy"):
-    return jax.lax.top_k(logits_BxPxV, k)[1].astype(jnp.int32)
+    return jax.lax.top_k(logits_BxNxV, k)[1].astype(jnp.int32)
   if siblings == "iid":  # k independent draws per parent (inverse CDF: no Gumbel per token)
-    return sample_from(rng, jnp.broadcast_to(q_BxPxV[..., None, :], q_BxPxV.shape[:-1] + (k, q_BxPxV.shape[-1])))
-  logq = jnp.log(q_BxPxV)
-  gumbel = jax.random.gumbel(rng, q_BxPxV.shape)
+    return sample_from(rng, jnp.broadcast_to(q_BxNxV[..., None, :], q_BxNxV.shape[:-1] + (k, q_BxNxV.shape[-1])))
+  logq = jnp.log(q_BxNxV)
+  gumbel = jax.random.gumbel(rng, q_BxNxV.shape)
   return jax.lax.top_k(logq + gumbel, k)[1].astype(jnp.int32)
 
 
@@ -113,8 +113,8 @@ class SpecInfer(Drafter):
     root_BxV = jnp.take_along_axis(logits_BxTxV, (seq_len_B - 1 - start_B)[:, None, None], 1)[:, 0]
     cache = cache.with_length(seq_len_B)
     v = self.model.vocab_size
-    narrow = (lambda logits_xW: logits_xW) if self.subset_K is None else (
-        lambda logits_xW: vocab.select_logits(logits_xW, self.subset_K, v))  # K-wide logits: draws over K
+    narrow = (lambda logits_xK: logits_xK) if self.subset_K is None else (
+        lambda logits_xK: vocab.select_logits(logits_xK, self.subset_K, v))  # K-wide logits: draws over K
     # (2) expand level by level; draft index g = node - 1, BFS order makes each level a range
     root_BxV = narrow(root_BxV)
     b = root_BxV.shape[0]
@@ -141,9 +141,9 @@ class SpecInfer(Drafter):
         break
       lo, hi = int(nodes.min()), int(nodes.max())  # BFS: level d is nodes lo..hi, in slots after 1..lo-1
       pos_BxT = (seq_len_B - 1)[:, None] + jnp.asarray(tree.depth[lo:hi + 1])[None]
-      window_TxW = jnp.asarray(mask_NxN[lo:hi + 1, 1:hi + 1])  # sees earlier nodes only if ancestors
+      window_TxU = jnp.asarray(mask_NxN[lo:hi + 1, 1:hi + 1])  # sees earlier nodes only if ancestors
       logits_BxTxV, _, cache = api.forward(self.model, tokens_BxG[:, lo - 1:hi],
-                                           cache.with_length(seq_len_B + lo - 1), pos_BxT, window_TxW)
+                                           cache.with_length(seq_len_B + lo - 1), pos_BxT, window_TxU)
       level_logits, level_nodes = narrow(logits_BxTxV), nodes
     cache = cache.with_length(seq_len_B)  # the nodes stay uncommitted
     return cache, Draft(tokens_BxG, q_BxGxV, tree=tree, siblings=self.siblings)

@@ -52,13 +52,13 @@ class Pool:
   """A ring buffer of earlier text shared by all rows, and its n-gram index.
 
   ``tokens_N`` (int32, ``SEP`` between documents and in unwritten slots); ``write`` (int32 scalar:
-  the next slot written); ``hash_KxN`` (uint32): for n = k + 1, the sorted hashes of the n tokens
+  the next slot written); ``hash_OxN`` (uint32): for n = k + 1, the sorted hashes of the n tokens
   ending at each slot that can start a continuation (others: ``NO_HASH``, sorted last);
-  ``slot_KxN`` (int32): the slot of each sorted hash (equal hashes: latest slot first)."""
+  ``slot_OxN`` (int32): the slot of each sorted hash (equal hashes: latest slot first)."""
   tokens_N: jax.Array
   write: jax.Array
-  hash_KxN: jax.Array
-  slot_KxN: jax.Array
+  hash_OxN: jax.Array
+  slot_OxN: jax.Array
 
   @classmethod
   def create(cls, capacity: int, key_len: int = KEY_LEN) -> "Pool":
@@ -75,7 +75,7 @@ class Pool:
 
   @property
   def key_len(self) -> int:
-    return int(self.hash_KxN.shape[0])
+    return int(self.hash_OxN.shape[0])
 
 
 def ngram_hashes(tokens_N, key_len: int) -> np.ndarray:
@@ -147,7 +147,7 @@ def row_text(tokens_BxS, seq_len_B):
 
 
 def searched_text(pool: Pool | None, tokens_BxS, seq_len_B, others: bool):
-  """``(text_BxL, own_start)``: per row ``[pool, SEP, (other rows' text, each + SEP), own text]``;
+  """``(text_BxT, own_start)``: per row ``[pool, SEP, (other rows' text, each + SEP), own text]``;
   own text starts at column ``own_start``. ``others``: the ``PEERS`` rows after this one (cyclically;
   every other row when the batch has at most ``PEERS + 1``)."""
   b, s = tokens_BxS.shape
@@ -164,16 +164,16 @@ def searched_text(pool: Pool | None, tokens_BxS, seq_len_B, others: bool):
   return jnp.concatenate(parts + [own_BxS], 1), own_start
 
 
-def match_lengths(text_BxL, query_BxN):
-  """``[B, L]``: how many of the query's last tokens (up to N) the text ending at each position repeats."""
+def match_lengths(text_BxT, query_BxN):
+  """``[B, T]``: how many of the query's last tokens (up to N) the text ending at each position repeats."""
   n = query_BxN.shape[1]
-  run_BxL = jnp.ones(text_BxL.shape, bool)
-  m_BxL = jnp.zeros(text_BxL.shape, jnp.int32)
+  run_BxT = jnp.ones(text_BxT.shape, bool)
+  m_BxT = jnp.zeros(text_BxT.shape, jnp.int32)
   for i in range(n):  # the text's i-th token back against the query's i-th from its end
-    back_BxL = jnp.pad(text_BxL, ((0, 0), (i, 0)), constant_values=SEP)[:, :text_BxL.shape[1]]
-    run_BxL &= (back_BxL == query_BxN[:, n - 1 - i:n - i]) & (back_BxL != SEP)
-    m_BxL += run_BxL
-  return m_BxL
+    back_BxT = jnp.pad(text_BxT, ((0, 0), (i, 0)), constant_values=SEP)[:, :text_BxT.shape[1]]
+    run_BxT &= (back_BxT == query_BxN[:, n - 1 - i:n - i]) & (back_BxT != SEP)
+    m_BxT += run_BxT
+  return m_BxT
 
 
 @flax.struct.dataclass
@@ -191,9 +191,9 @@ def longest_match(pools, tokens_BxS, seq_len_B, gamma: int, *, others: bool, max
   a sequence of them, most recent text first, or None), through their indexes. Among occurrences of
   the longest match, the row's come first, then each pool's in order, each latest first."""
   pools = () if pools is None else (pools,) if isinstance(pools, Pool) else tuple(pools)
-  text_BxL, own_start = searched_text(None, tokens_BxS, seq_len_B, others)
-  found = [_scanned_occurrences(text_BxL, own_start, seq_len_B, gamma, max_n, top)]
-  found += [_pool_occurrences(p, text_BxL, own_start, seq_len_B, gamma, min(max_n, p.key_len), top) for p in pools]
+  text_BxT, own_start = searched_text(None, tokens_BxS, seq_len_B, others)
+  found = [_scanned_occurrences(text_BxT, own_start, seq_len_B, gamma, max_n, top)]
+  found += [_pool_occurrences(p, text_BxT, own_start, seq_len_B, gamma, min(max_n, p.key_len), top) for p in pools]
   k_B = found[0][0]
   cont_BxMxG, valid_BxM = found[0][1], found[0][2]
   if pools:
@@ -205,85 +205,85 @@ def longest_match(pools, tokens_BxS, seq_len_B, gamma: int, *, others: bool, max
     valid_BxM = jnp.take_along_axis(valid_BxM, pick_BxM, 1)
     cont_BxMxG = jnp.take_along_axis(cont_BxMxG, pick_BxM[:, :, None], 1)
   end_B = own_start + seq_len_B
-  last_B = jnp.take_along_axis(text_BxL, (end_B - 1)[:, None], 1)[:, 0]
+  last_B = jnp.take_along_axis(text_BxT, (end_B - 1)[:, None], 1)[:, 0]
   return _vote(k_B, cont_BxMxG, valid_BxM, last_B, gamma, min_match=min_match, factor=factor, min_prob=min_prob)
 
 
-def _continuations(src_BxL, idx_BxM, valid_BxM, gamma: int):
+def _continuations(src_BxT, idx_BxM, valid_BxM, gamma: int):
   """``[B, M, gamma]``: the tokens after each occurrence, ``SEP`` from the first ``SEP`` on."""
-  b, length = src_BxL.shape
+  b, length = src_BxT.shape
   top = idx_BxM.shape[1]
   cont_idx_BxMxG = idx_BxM[:, :, None] + 1 + jnp.arange(gamma)[None, None]
-  cont_BxMxG = jnp.take_along_axis(src_BxL, jnp.clip(cont_idx_BxMxG, 0, length - 1).reshape(b, -1),
+  cont_BxMxG = jnp.take_along_axis(src_BxT, jnp.clip(cont_idx_BxMxG, 0, length - 1).reshape(b, -1),
                                    1).reshape(b, top, gamma)
   cont_BxMxG = jnp.where((cont_idx_BxMxG < length) & valid_BxM[:, :, None], cont_BxMxG, SEP)
   return jnp.where(jnp.cumprod(cont_BxMxG != SEP, axis=2).astype(bool), cont_BxMxG, SEP)
 
 
-def _scanned_occurrences(text_BxL, own_start, seq_len_B, gamma: int, max_n: int, top: int):
+def _scanned_occurrences(text_BxT, own_start, seq_len_B, gamma: int, max_n: int, top: int):
   """``(k_B, cont_BxMxG, valid_BxM)``: the longest match in the scanned text and its ``top`` latest
   occurrences' continuations (``M = top``)."""
-  length = text_BxL.shape[1]
-  pos_L = jnp.arange(length)
+  length = text_BxT.shape[1]
+  pos_T = jnp.arange(length)
   end_B = own_start + seq_len_B  # one past the row's last token
-  query_BxN = jnp.take_along_axis(text_BxL, jnp.clip(end_B[:, None] - max_n + jnp.arange(max_n)[None], 0,
+  query_BxN = jnp.take_along_axis(text_BxT, jnp.clip(end_B[:, None] - max_n + jnp.arange(max_n)[None], 0,
                                                      length - 1), 1)
   query_BxN = jnp.where(end_B[:, None] - max_n + jnp.arange(max_n)[None] >= own_start, query_BxN, -2)
-  m_BxL = match_lengths(text_BxL, query_BxN)
-  nxt_BxL = jnp.pad(text_BxL[:, 1:], ((0, 0), (0, 1)), constant_values=SEP)
+  m_BxT = match_lengths(text_BxT, query_BxN)
+  nxt_BxT = jnp.pad(text_BxT[:, 1:], ((0, 0), (0, 1)), constant_values=SEP)
   # an occurrence ends before the row's last token (not the query itself) and has a next token
-  m_BxL = jnp.where((pos_L[None] < end_B[:, None] - 1) & (nxt_BxL != SEP), m_BxL, 0)
-  k_B = jnp.max(m_BxL, 1)
-  occ_BxL = (m_BxL == k_B[:, None]) & (k_B > 0)[:, None]
+  m_BxT = jnp.where((pos_T[None] < end_B[:, None] - 1) & (nxt_BxT != SEP), m_BxT, 0)
+  k_B = jnp.max(m_BxT, 1)
+  occ_BxT = (m_BxT == k_B[:, None]) & (k_B > 0)[:, None]
   if length < top:  # fewer positions than occurrences kept: pad
-    occ_BxL = jnp.pad(occ_BxL, ((0, 0), (0, top - length)))
-    pos_L = jnp.arange(top)
-  latest_BxM, idx_BxM = jax.lax.top_k(jnp.where(occ_BxL, pos_L[None], -1), top)  # latest first
+    occ_BxT = jnp.pad(occ_BxT, ((0, 0), (0, top - length)))
+    pos_T = jnp.arange(top)
+  latest_BxM, idx_BxM = jax.lax.top_k(jnp.where(occ_BxT, pos_T[None], -1), top)  # latest first
   valid_BxM = latest_BxM >= 0
-  return k_B, _continuations(text_BxL, idx_BxM, valid_BxM, gamma), valid_BxM
+  return k_B, _continuations(text_BxT, idx_BxM, valid_BxM, gamma), valid_BxM
 
 
-def query_hashes(back_BxK):
-  """``[B, K]`` uint32: column k the hash of the row's last k + 1 tokens (``back_BxK[:, 0]`` the last)."""
-  h_B = jnp.zeros(back_BxK.shape[:1], jnp.uint32)
+def query_hashes(back_BxO):
+  """``[B, O]`` uint32: column k the hash of the row's last k + 1 tokens (``back_BxO[:, 0]`` the last)."""
+  h_B = jnp.zeros(back_BxO.shape[:1], jnp.uint32)
   out = []
-  for k in range(back_BxK.shape[1]):
-    h_B = h_B * jnp.uint32(HASH_MUL) + (back_BxK[:, k] + 1).astype(jnp.uint32)
+  for k in range(back_BxO.shape[1]):
+    h_B = h_B * jnp.uint32(HASH_MUL) + (back_BxO[:, k] + 1).astype(jnp.uint32)
     out.append(h_B)
   return jnp.stack(out, 1)
 
 
-def _pool_occurrences(pool: Pool, text_BxL, own_start, seq_len_B, gamma: int, levels: int, top: int):
+def _pool_occurrences(pool: Pool, text_BxT, own_start, seq_len_B, gamma: int, levels: int, top: int):
   """``(k_B, cont_BxMxG, valid_BxM)`` in the pool, by its index: the longest n-gram (n <= ``levels``)
   ending the row that the pool holds with a next token, and up to ``top`` of its latest occurrences."""
-  length = text_BxL.shape[1]
+  length = text_BxT.shape[1]
   n = pool.tokens_N.shape[0]
   end_B = own_start + seq_len_B
-  back_idx_BxK = end_B[:, None] - 1 - jnp.arange(levels)[None]
-  back_BxK = jnp.where(back_idx_BxK >= own_start,
-                       jnp.take_along_axis(text_BxL, jnp.clip(back_idx_BxK, 0, length - 1), 1), SEP)
-  alive_BxK = jnp.cumprod(back_BxK != SEP, axis=1).astype(bool)
-  h_BxK = query_hashes(back_BxK)
-  hash_KxN, slot_KxN = pool.hash_KxN[:levels], pool.slot_KxN[:levels]
-  search = lambda side: jax.vmap(lambda a, v: jnp.searchsorted(a, v, side=side), (0, 1), 1)(hash_KxN, h_BxK)
-  lo_BxK, hi_BxK = search("left"), search("right")
-  level_K = jnp.arange(levels)
+  back_idx_BxO = end_B[:, None] - 1 - jnp.arange(levels)[None]
+  back_BxO = jnp.where(back_idx_BxO >= own_start,
+                       jnp.take_along_axis(text_BxT, jnp.clip(back_idx_BxO, 0, length - 1), 1), SEP)
+  alive_BxO = jnp.cumprod(back_BxO != SEP, axis=1).astype(bool)
+  h_BxO = query_hashes(back_BxO)
+  hash_OxN, slot_OxN = pool.hash_OxN[:levels], pool.slot_OxN[:levels]
+  search = lambda side: jax.vmap(lambda a, v: jnp.searchsorted(a, v, side=side), (0, 1), 1)(hash_OxN, h_BxO)
+  lo_BxO, hi_BxO = search("left"), search("right")
+  level_O = jnp.arange(levels)
 
-  def matches(slot_BxC, k_BxC):  # [B, C]: the k + 1 tokens ending at each slot equal the row's last ones
-    idx_BxCxJ = slot_BxC[:, :, None] - level_K[None, None]
-    tok_BxCxJ = jnp.where(idx_BxCxJ >= 0, pool.tokens_N[jnp.clip(idx_BxCxJ, 0, n - 1)], SEP)
-    return jnp.all((tok_BxCxJ == back_BxK[:, None]) | (level_K[None, None] > k_BxC[:, :, None]), 2)
+  def matches(slot_BxM, k_BxM):  # [B, M]: the k + 1 tokens ending at each slot equal the row's last ones
+    idx_BxMxO = slot_BxM[:, :, None] - level_O[None, None]
+    tok_BxMxO = jnp.where(idx_BxMxO >= 0, pool.tokens_N[jnp.clip(idx_BxMxO, 0, n - 1)], SEP)
+    return jnp.all((tok_BxMxO == back_BxO[:, None]) | (level_O[None, None] > k_BxM[:, :, None]), 2)
 
-  first_BxK = slot_KxN[level_K[None], jnp.clip(lo_BxK, 0, n - 1)]
-  ok_BxK = (hi_BxK > lo_BxK) & alive_BxK & (h_BxK != NO_HASH) & matches(first_BxK, jnp.broadcast_to(level_K, lo_BxK.shape))
-  k_B = jnp.max(jnp.where(ok_BxK, level_K[None] + 1, 0), 1)
+  first_BxO = slot_OxN[level_O[None], jnp.clip(lo_BxO, 0, n - 1)]
+  ok_BxO = (hi_BxO > lo_BxO) & alive_BxO & (h_BxO != NO_HASH) & matches(first_BxO, jnp.broadcast_to(level_O, lo_BxO.shape))
+  k_B = jnp.max(jnp.where(ok_BxO, level_O[None] + 1, 0), 1)
   level_B = jnp.maximum(k_B - 1, 0)
-  lo_B = jnp.take_along_axis(lo_BxK, level_B[:, None], 1)[:, 0]
-  hi_B = jnp.take_along_axis(hi_BxK, level_B[:, None], 1)[:, 0]
+  lo_B = jnp.take_along_axis(lo_BxO, level_B[:, None], 1)[:, 0]
+  hi_B = jnp.take_along_axis(hi_BxO, level_B[:, None], 1)[:, 0]
   idx_BxM = lo_B[:, None] + jnp.arange(top)[None]
-  slot_BxM = slot_KxN[level_B[:, None], jnp.clip(idx_BxM, 0, n - 1)]
+  slot_BxM = slot_OxN[level_B[:, None], jnp.clip(idx_BxM, 0, n - 1)]
   valid_BxM = (idx_BxM < hi_B[:, None]) & (k_B > 0)[:, None] & matches(slot_BxM, jnp.broadcast_to(level_B[:, None], slot_BxM.shape))
-  tokens_BxN = jnp.broadcast_to(pool.tokens_N[None], (text_BxL.shape[0], n))
+  tokens_BxN = jnp.broadcast_to(pool.tokens_N[None], (text_BxT.shape[0], n))
   return k_B, _continuations(tokens_BxN, slot_BxM, valid_BxM, gamma), valid_BxM
 
 

@@ -68,16 +68,16 @@ class DraftLayer(nn.Module):
     k = rope(jnp.einsum("bte,ekd->btkd", x_BxTxE, self.wk.astype(dt)), positions_BxT, self.cfg.rope_theta)
     return k, jnp.einsum("bte,ekd->btkd", x_BxTxE, self.wv.astype(dt))
 
-  def __call__(self, x_BxQxE, positions_BxQ, ctx_k_BxSxKxD, ctx_v_BxSxKxD, mask_BxQxSQ):
+  def __call__(self, x_BxYxE, positions_BxY, ctx_k_BxSxAxD, ctx_v_BxSxAxD, mask_BxYxSY):
     """``mask[:, :, :S]`` picks visible context slots, ``mask[:, :, S:]`` visible block positions."""
     dt = jnp.dtype(self.cfg.dtype)
-    h = self.attn_norm(x_BxQxE)
-    q = rope(jnp.einsum("bte,ehd->bthd", h, self.wq.astype(dt)), positions_BxQ, self.cfg.rope_theta)
-    k, v = self.kv(h, positions_BxQ)
-    k_all = jnp.concatenate([ctx_k_BxSxKxD.astype(dt), k], axis=1)
-    v_all = jnp.concatenate([ctx_v_BxSxKxD.astype(dt), v], axis=1)
-    out = attend(q, heads_first(k_all), heads_first(v_all), mask_BxQxSQ)
-    x = x_BxQxE + jnp.einsum("bthd,hde->bte", out, self.wo.astype(dt))
+    h = self.attn_norm(x_BxYxE)
+    q = rope(jnp.einsum("bte,ehd->bthd", h, self.wq.astype(dt)), positions_BxY, self.cfg.rope_theta)
+    k, v = self.kv(h, positions_BxY)
+    k_all = jnp.concatenate([ctx_k_BxSxAxD.astype(dt), k], axis=1)
+    v_all = jnp.concatenate([ctx_v_BxSxAxD.astype(dt), v], axis=1)
+    out = attend(q, heads_first(k_all), heads_first(v_all), mask_BxYxSY)
+    x = x_BxYxE + jnp.einsum("bthd,hde->bte", out, self.wo.astype(dt))
     return x + self.mlp(self.mlp_norm(x))
 
 
@@ -101,19 +101,19 @@ class BlockDrafter(nn.Module):
     kvs = [layer.kv(c, positions_BxT) for layer in self.layers]
     return jnp.stack([k for k, _ in kvs]), jnp.stack([v for _, v in kvs])
 
-  def __call__(self, tok_emb_BxQxE, is_mask_BxQ, positions_BxQ, ctx_k_LxBxSxKxD, ctx_v_LxBxSxKxD, mask_BxQxSQ):
-    """Hidden states after the final norm, ``[B, Q, E]``; logits are ``hidden @ target unembed``."""
+  def __call__(self, tok_emb_BxYxE, is_mask_BxY, positions_BxY, ctx_k_LxBxSxAxD, ctx_v_LxBxSxAxD, mask_BxYxSY):
+    """Hidden states after the final norm, ``[B, Y, E]``; logits are ``hidden @ target unembed``."""
     dt = jnp.dtype(self.cfg.dtype)
-    x = jnp.where(is_mask_BxQ[..., None], self.mask_embed.astype(dt), tok_emb_BxQxE.astype(dt))
+    x = jnp.where(is_mask_BxY[..., None], self.mask_embed.astype(dt), tok_emb_BxYxE.astype(dt))
     for i, layer in enumerate(self.layers):
-      x = layer(x, positions_BxQ, ctx_k_LxBxSxKxD[i], ctx_v_LxBxSxKxD[i], mask_BxQxSQ)
+      x = layer(x, positions_BxY, ctx_k_LxBxSxAxD[i], ctx_v_LxBxSxAxD[i], mask_BxYxSY)
     return self.final_norm(x)
 
-  def init_all(self, feat_BxTxF, tok_emb_BxQxE):
+  def init_all(self, feat_BxTxF, tok_emb_BxYxE):
     b, t, _ = feat_BxTxF.shape
-    q = tok_emb_BxQxE.shape[1]
+    q = tok_emb_BxYxE.shape[1]
     ck, cv = self.context(feat_BxTxF, jnp.zeros((b, t), jnp.int32))
-    return self(tok_emb_BxQxE, jnp.zeros((b, q), bool), jnp.zeros((b, q), jnp.int32), ck, cv,
+    return self(tok_emb_BxYxE, jnp.zeros((b, q), bool), jnp.zeros((b, q), jnp.int32), ck, cv,
                 jnp.ones((b, q, t + q), bool))
 
   def dummy_inputs(self):
@@ -123,11 +123,11 @@ class BlockDrafter(nn.Module):
 
 
 
-def block_mask(ctx_visible_BxQxS, block_id_Q):
+def block_mask(ctx_visible_BxYxS, block_id_Y):
   """Full attention mask: the given context slots, plus bidirectional attention inside each block."""
-  same_QxQ = block_id_Q[:, None] == block_id_Q[None, :]
-  b = ctx_visible_BxQxS.shape[0]
-  return jnp.concatenate([ctx_visible_BxQxS, jnp.broadcast_to(same_QxQ, (b,) + same_QxQ.shape)], axis=-1)
+  same_YxY = block_id_Y[:, None] == block_id_Y[None, :]
+  b = ctx_visible_BxYxS.shape[0]
+  return jnp.concatenate([ctx_visible_BxYxS, jnp.broadcast_to(same_YxY, (b,) + same_YxY.shape)], axis=-1)
 
 
 def features(layer_hidden, target_layers):

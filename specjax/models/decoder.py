@@ -130,18 +130,18 @@ class Attention(nn.Module):
       cache = cache.with_layer(layer, k, v)
       mask_BxTxS, mask_new_BxTxT = mask_BxTxS
       extra = (heads_first(k).astype(dt), heads_first(v).astype(dt), mask_new_BxTxT)
-      k_all, v_all = cache.cache.k_LxBxKxSxD[layer], cache.cache.v_LxBxKxSxD[layer]
+      k_all, v_all = cache.cache.k_LxBxAxSxD[layer], cache.cache.v_LxBxAxSxD[layer]
     else:
       cache = cache.replace(
-          k_LxBxKxSxD=kv_cache.write_layer(cache.k_LxBxKxSxD, layer, k, cache.length_B),
-          v_LxBxKxSxD=kv_cache.write_layer(cache.v_LxBxKxSxD, layer, v, cache.length_B))
-      k_all, v_all = cache.k_LxBxKxSxD[layer], cache.v_LxBxKxSxD[layer]
+          k_LxBxAxSxD=kv_cache.write_layer(cache.k_LxBxAxSxD, layer, k, cache.length_B),
+          v_LxBxAxSxD=kv_cache.write_layer(cache.v_LxBxAxSxD, layer, v, cache.length_B))
+      k_all, v_all = cache.k_LxBxAxSxD[layer], cache.v_LxBxAxSxD[layer]
     scale = cfg.query_pre_attn_scalar ** -0.5 if cfg.query_pre_attn_scalar else None
     out = attend(q, k_all.astype(dt), v_all.astype(dt), mask_BxTxS, scale=scale, extra=extra)
     # one [B, T, H*D] x [H*D, E] matmul: as an einsum over (h, d), XLA transposed wo every step
     b, t = out.shape[:2]
-    out_BxTxF = out.reshape(b, t, -1)
-    return out_BxTxF @ compute_weight(wo, out_BxTxF, dt).reshape(-1, cfg.d_model), cache
+    out_flat = out.reshape(b, t, -1)  # [B, T, H*D]
+    return out_flat @ compute_weight(wo, out_flat, dt).reshape(-1, cfg.d_model), cache
 
 
 class Block(nn.Module):
@@ -226,10 +226,10 @@ def _scan_blocks(cfg: DecoderConfig, windows, masks, x, positions_BxT, cache, re
                jnp.asarray([windows.index(cfg.window(i)) for i in range(cfg.num_layers)], jnp.int32),
                jnp.asarray([cfg.layer_rope_theta(i) for i in range(cfg.num_layers)], jnp.float32))
 
-  def body(block, carry, layer_xs, positions, masks_W):
+  def body(block, carry, layer_xs, positions, masks_by_window):
     h, c = carry
     layer, window_index, theta = layer_xs
-    mask = jax.tree.map(lambda m: m[window_index], masks_W)
+    mask = jax.tree.map(lambda m: m[window_index], masks_by_window)
     h, c = block(h, positions, mask, c, layer, theta)
     return (h, c), (h if return_layer_hidden else None)
 

@@ -57,7 +57,7 @@ class DraftLMConfig(DecoderConfig):
 
 
 class DraftLM(nn.Module):
-  """Returns ``(logits_BxTxK float32, hidden_BxTxD, cache)`` like :class:`Decoder` (K = out_vocab)."""
+  """Returns ``(logits_BxTxK float32, hidden_BxTxE, cache)`` like :class:`Decoder` (K = out_vocab)."""
   cfg: DraftLMConfig
 
   @staticmethod
@@ -73,10 +73,10 @@ class DraftLM(nn.Module):
     if positions_BxT is None:
       start = jnp.zeros((b,), jnp.int32) if cache is None else cache.length_B
       positions_BxT = start[:, None] + jnp.arange(t)[None, :]
-    embed_VxE = jax.lax.stop_gradient(self.param(FROZEN, Init.normal(1.0), (cfg.vocab_size, cfg.embed_dim)))
-    proj_ExD = param_with_axes(self, "embed_proj", Init.normal(cfg.embed_dim ** -0.5), (cfg.embed_dim, cfg.d_model),
+    embed_VxI = jax.lax.stop_gradient(self.param(FROZEN, Init.normal(1.0), (cfg.vocab_size, cfg.embed_dim)))
+    proj_IxE = param_with_axes(self, "embed_proj", Init.normal(cfg.embed_dim ** -0.5), (cfg.embed_dim, cfg.d_model),
                                ("mlp", "embed"))
-    x = _norm(cfg, "embed_norm")(embed_VxE.astype(dt)[tokens_BxT] @ proj_ExD.astype(dt))
+    x = _norm(cfg, "embed_norm")(embed_VxI.astype(dt)[tokens_BxT] @ proj_IxE.astype(dt))
     if cache is None:
       mask = jnp.broadcast_to(new_mask_TxT[None], (b, t, t))
     else:
@@ -85,15 +85,15 @@ class DraftLM(nn.Module):
       x, cache = Block(cfg, i, name=f"layer_{i}")(x, positions_BxT, mask, cache)
     hidden = _norm(cfg, "final_norm")(x)
     if cfg.frozen_head:
-      up_DxE = param_with_axes(self, "head_proj", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.embed_dim),
+      up_ExI = param_with_axes(self, "head_proj", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.embed_dim),
                                ("embed", "mlp"))
-      head_ExK = jax.lax.stop_gradient(self.param(FROZEN_HEAD, Init.normal(cfg.embed_dim ** -0.5),
+      head_IxK = jax.lax.stop_gradient(self.param(FROZEN_HEAD, Init.normal(cfg.embed_dim ** -0.5),
                                                   (cfg.embed_dim, cfg.num_outputs)))
-      g = _norm(cfg, "head_norm")(hidden @ up_DxE.astype(dt))
-      return (g @ head_ExK.astype(dt)).astype(jnp.float32), hidden, cache
-    head_DxK = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.num_outputs),
+      g = _norm(cfg, "head_norm")(hidden @ up_ExI.astype(dt))
+      return (g @ head_IxK.astype(dt)).astype(jnp.float32), hidden, cache
+    head_ExK = param_with_axes(self, "lm_head", Init.normal(cfg.d_model ** -0.5), (cfg.d_model, cfg.num_outputs),
                                ("embed", "vocab"))
-    return (hidden @ head_DxK.astype(dt)).astype(jnp.float32), hidden, cache
+    return (hidden @ head_ExK.astype(dt)).astype(jnp.float32), hidden, cache
 
 
 def frozen_params(cfg: DraftLMConfig, target, subset_K=None) -> dict:

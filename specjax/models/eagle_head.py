@@ -98,15 +98,15 @@ class EagleHead(nn.Module):
     g = g + self.mlp(self.mlp_norm(g))
     return g, (self.final_norm(g) @ self.lm_head.astype(dt)).astype(jnp.float32)
 
-  def __call__(self, h_BxTxE, emb_BxTxE, positions_BxT, cache: kv_cache.KVCache, new_mask_TxW):
+  def __call__(self, h_BxTxE, emb_BxTxE, positions_BxT, cache: kv_cache.KVCache, new_mask_TxU):
     """Writes the T slots' keys/values at ``cache.length`` (not committed) and attends as the
     decoder does (``kv_cache.attention_mask``). Returns ``(g_BxTxE, logits_BxTxV', cache)``."""
     q, k, v = self._qkv(h_BxTxE, emb_BxTxE, positions_BxT)
-    cache = cache.replace(k_LxBxKxSxD=kv_cache.write_layer(cache.k_LxBxKxSxD, 0, k, cache.length_B),
-                          v_LxBxKxSxD=kv_cache.write_layer(cache.v_LxBxKxSxD, 0, v, cache.length_B))
-    mask = kv_cache.attention_mask(cache.length_B, cache.max_len, new_mask_TxW)
+    cache = cache.replace(k_LxBxAxSxD=kv_cache.write_layer(cache.k_LxBxAxSxD, 0, k, cache.length_B),
+                          v_LxBxAxSxD=kv_cache.write_layer(cache.v_LxBxAxSxD, 0, v, cache.length_B))
+    mask = kv_cache.attention_mask(cache.length_B, cache.max_len, new_mask_TxU)
     dt = jnp.dtype(self.cfg.dtype)
-    out = attend(q, cache.k_LxBxKxSxD[0].astype(dt), cache.v_LxBxKxSxD[0].astype(dt), mask)
+    out = attend(q, cache.k_LxBxAxSxD[0].astype(dt), cache.v_LxBxAxSxD[0].astype(dt), mask)
     g, logits = self._out(h_BxTxE, out)
     return g, logits, cache
 

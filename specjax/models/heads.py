@@ -63,9 +63,9 @@ class MedusaConfig:
 
 
 class MedusaHeads(nn.Module):
-  """Medusa-1's ``K`` residual heads: ``h_xE -> h_xKxE``, head k's ``h + SiLU(W_k h + b_k)``; the
+  """Medusa-1's ``J`` residual heads: ``h_xE -> h_xJxE``, head k's ``h + SiLU(W_k h + b_k)``; the
   drafter (:mod:`specjax.drafters.medusa`) multiplies them by the target's frozen LM head. Zero init,
-  so an untrained head copies the LM head. Params ``w_KxExE`` and ``b_KxE``, float32."""
+  so an untrained head copies the LM head. Params ``w_KxExE`` and ``b_KxE`` (K: heads, the names they are saved with), float32."""
   cfg: MedusaConfig
   family = "medusa"
 

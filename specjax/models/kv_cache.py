@@ -16,17 +16,17 @@ import jax.numpy as jnp
 
 @flax.struct.dataclass
 class KVCache:
-  k_LxBxKxSxD: jax.Array
-  v_LxBxKxSxD: jax.Array
+  k_LxBxAxSxD: jax.Array
+  v_LxBxAxSxD: jax.Array
   length_B: jax.Array  # int32: committed slots per row
 
   @property
   def max_len(self) -> int:
-    return self.k_LxBxKxSxD.shape[3]
+    return self.k_LxBxAxSxD.shape[3]
 
   @property
   def batch_size(self) -> int:
-    return self.k_LxBxKxSxD.shape[1]
+    return self.k_LxBxAxSxD.shape[1]
 
   def with_length(self, length_B) -> "KVCache":
     """Commit (advance) or roll back: only the per-row length changes."""
@@ -45,13 +45,13 @@ class PendingKV:
   reads it and returns the new keys and values leaves a single in-place write after the switch.
   """
   cache: KVCache
-  k_new_LxBxTxKxD: jax.Array
-  v_new_LxBxTxKxD: jax.Array
+  k_new_LxBxTxAxD: jax.Array
+  v_new_LxBxTxAxD: jax.Array
 
   @classmethod
   def start(cls, cache: KVCache, num_tokens: int) -> "PendingKV":
-    l, b, k, _, d = cache.k_LxBxKxSxD.shape
-    zeros = jnp.zeros((l, b, num_tokens, k, d), cache.k_LxBxKxSxD.dtype)
+    l, b, k, _, d = cache.k_LxBxAxSxD.shape
+    zeros = jnp.zeros((l, b, num_tokens, k, d), cache.k_LxBxAxSxD.dtype)
     return cls(cache, zeros, zeros)
 
   @property
@@ -62,27 +62,27 @@ class PendingKV:
   def max_len(self) -> int:
     return self.cache.max_len
 
-  def with_layer(self, layer: int, k_BxTxKxD, v_BxTxKxD) -> "PendingKV":
-    dt = self.k_new_LxBxTxKxD.dtype
-    return self.replace(k_new_LxBxTxKxD=self.k_new_LxBxTxKxD.at[layer].set(k_BxTxKxD.astype(dt)),
-                        v_new_LxBxTxKxD=self.v_new_LxBxTxKxD.at[layer].set(v_BxTxKxD.astype(dt)))
+  def with_layer(self, layer: int, k_BxTxAxD, v_BxTxAxD) -> "PendingKV":
+    dt = self.k_new_LxBxTxAxD.dtype
+    return self.replace(k_new_LxBxTxAxD=self.k_new_LxBxTxAxD.at[layer].set(k_BxTxAxD.astype(dt)),
+                        v_new_LxBxTxAxD=self.v_new_LxBxTxAxD.at[layer].set(v_BxTxAxD.astype(dt)))
 
 
-def write_pending(cache: KVCache, k_new_LxBxTxKxD, v_new_LxBxTxKxD) -> KVCache:
+def write_pending(cache: KVCache, k_new_LxBxTxAxD, v_new_LxBxTxAxD) -> KVCache:
   """Writes pending keys/values at slots ``length .. length + T - 1`` of every layer, in place."""
-  return cache.replace(k_LxBxKxSxD=_write_all_layers(cache.k_LxBxKxSxD, k_new_LxBxTxKxD, cache.length_B),
-                       v_LxBxKxSxD=_write_all_layers(cache.v_LxBxKxSxD, v_new_LxBxTxKxD, cache.length_B))
+  return cache.replace(k_LxBxAxSxD=_write_all_layers(cache.k_LxBxAxSxD, k_new_LxBxTxAxD, cache.length_B),
+                       v_LxBxAxSxD=_write_all_layers(cache.v_LxBxAxSxD, v_new_LxBxTxAxD, cache.length_B))
 
 
-def _write_all_layers(buf_LxBxKxSxD, new_LxBxTxKxD, start_B):
+def _write_all_layers(buf_LxBxAxSxD, new_LxBxTxAxD, start_B):
   """:func:`write_layer` for every layer at once: one scatter, whatever the depth (layers and rows
   are batching dims, the slot the one index), so the program does not grow with the layers."""
-  l, b, t = new_LxBxTxKxD.shape[:3]
+  l, b, t = new_LxBxTxAxD.shape[:3]
   slots_LxBxTx1 = jnp.broadcast_to((start_B[:, None] + jnp.arange(t)[None, :]).astype(jnp.int32), (l, b, t))[..., None]
   dims = jax.lax.ScatterDimensionNumbers(update_window_dims=(3, 4), inserted_window_dims=(3,),
                                          scatter_dims_to_operand_dims=(3,), operand_batching_dims=(0, 1),
                                          scatter_indices_batching_dims=(0, 1))
-  return jax.lax.scatter(buf_LxBxKxSxD, slots_LxBxTx1, new_LxBxTxKxD.astype(buf_LxBxKxSxD.dtype), dims,
+  return jax.lax.scatter(buf_LxBxAxSxD, slots_LxBxTx1, new_LxBxTxAxD.astype(buf_LxBxAxSxD.dtype), dims,
                          indices_are_sorted=True, unique_indices=True, mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
 
 
@@ -105,7 +105,7 @@ def write_rows(buf_BxSx, new_BxTx, start_B):
   return jax.vmap(one)(buf_BxSx, new_BxTx, start_B)
 
 
-def write_layer(buf_LxBxKxSxD, layer: int, new_BxTxKxD, start_B):
+def write_layer(buf_LxBxAxSxD, layer: int, new_BxTxAxD, start_B):
   """Writes one layer's new keys (or values) into the stacked buffer, in place.
 
   One scatter of the ``B * T`` new ``[K, D]`` rows at ``(layer, b, :, start[b] + t)``: the
@@ -113,7 +113,7 @@ def write_layer(buf_LxBxKxSxD, layer: int, new_BxTxKxD, start_B):
   batch axis, which is not leading here, made XLA transpose and copy the whole buffer per layer
   per step.) Slots past ``max_len`` are dropped, never wrapped onto committed ones.
   """
-  b, t = new_BxTxKxD.shape[:2]
+  b, t = new_BxTxAxD.shape[:2]
   slots_BxT = start_B[:, None] + jnp.arange(t)[None, :]
   index_BxTx2 = jnp.stack([jnp.full((b, t), layer, jnp.int32), slots_BxT.astype(jnp.int32)], axis=-1)
   # the batch is a *batching* dim of the scatter (operand dim 1 <-> index dim 0), not an index:
@@ -121,7 +121,7 @@ def write_layer(buf_LxBxKxSxD, layer: int, new_BxTxKxD, start_B):
   dims = jax.lax.ScatterDimensionNumbers(update_window_dims=(2, 3), inserted_window_dims=(0, 3),
                                          scatter_dims_to_operand_dims=(0, 3), operand_batching_dims=(1,),
                                          scatter_indices_batching_dims=(0,))
-  return jax.lax.scatter(buf_LxBxKxSxD, index_BxTx2, new_BxTxKxD.astype(buf_LxBxKxSxD.dtype), dims,
+  return jax.lax.scatter(buf_LxBxAxSxD, index_BxTx2, new_BxTxAxD.astype(buf_LxBxAxSxD.dtype), dims,
                          indices_are_sorted=True, unique_indices=True, mode=jax.lax.GatherScatterMode.FILL_OR_DROP)
 
 
@@ -130,28 +130,28 @@ def gather_rows(buf_BxSx, idx_BxT):
   return jax.vmap(lambda buf, idx: buf[idx])(buf_BxSx, idx_BxT)
 
 
-def attention_mask(length_B, max_len, new_mask_TxW):
+def attention_mask(length_B, max_len, new_mask_TxU):
   """Boolean ``[B, T, S]``: query t may see committed slots and the window slots its mask allows.
 
-  ``new_mask_TxW`` may also be ``[B, T, W]``, one mask per row.
+  ``new_mask_TxU`` may also be ``[B, T, U]``, one mask per row.
 
-  New token t sits in slot ``length + t``. ``new_mask_TxW`` covers the window of ``W >= T`` slots
-  ending with the new ones, ``length - (W - T) .. length + T - 1``: ``[t, u]`` says whether new
+  New token t sits in slot ``length + t``. ``new_mask_TxU`` covers the window of ``U >= T`` slots
+  ending with the new ones, ``length - (U - T) .. length + T - 1``: ``[t, u]`` says whether new
   token t sees window slot u (causal for a chain, ancestors-and-self for a tree). Slots before the
-  window are committed and always visible; ``W > T`` lets a tree drafter feed one level at a time
+  window are committed and always visible; ``U > T`` lets a tree drafter feed one level at a time
   while the earlier levels' (uncommitted) nodes stay visible only to their descendants.
   """
-  t, w = new_mask_TxW.shape[-2:]
+  t, w = new_mask_TxU.shape[-2:]
   slot_S = jnp.arange(max_len)
   rel_BxS = slot_S[None, :] - (length_B[:, None] - (w - t))
   committed_BxS = rel_BxS < 0
   in_window_BxS = (rel_BxS >= 0) & (rel_BxS < w)
   idx_BxS = jnp.clip(rel_BxS, 0, w - 1)
-  if new_mask_TxW.ndim == 3:  # a mask per row [B, T, W] (dynamic token trees)
+  if new_mask_TxU.ndim == 3:  # a mask per row [B, T, U] (dynamic token trees)
     b = length_B.shape[0]
-    window_BxTxS = jnp.take_along_axis(new_mask_TxW, jnp.broadcast_to(idx_BxS[:, None], (b, t, max_len)), 2)
+    window_BxTxS = jnp.take_along_axis(new_mask_TxU, jnp.broadcast_to(idx_BxS[:, None], (b, t, max_len)), 2)
   else:
-    window_BxTxS = jnp.transpose(jnp.take(new_mask_TxW, idx_BxS, axis=1), (1, 0, 2))  # [T, B, S] -> [B, T, S]
+    window_BxTxS = jnp.transpose(jnp.take(new_mask_TxU, idx_BxS, axis=1), (1, 0, 2))  # [T, B, S] -> [B, T, S]
   window_BxTxS = window_BxTxS & in_window_BxS[:, None, :]
   return committed_BxS[:, None, :] | window_BxTxS
 

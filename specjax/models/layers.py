@@ -70,46 +70,46 @@ def rope(x_BxTxHxD, positions_BxT, theta: float):
   """Rotary embedding, rotate-half layout (the Llama/HF convention, so imports are a copy)."""
   d = x_BxTxHxD.shape[-1]
   freq = theta ** (-jnp.arange(0, d, 2, dtype=jnp.float32) / d)
-  angle_BxTxF = positions_BxT[..., None].astype(jnp.float32) * freq
-  sin, cos = jnp.sin(angle_BxTxF)[:, :, None, :], jnp.cos(angle_BxTxF)[:, :, None, :]
+  angle = positions_BxT[..., None].astype(jnp.float32) * freq  # [B, T, D/2]
+  sin, cos = jnp.sin(angle)[:, :, None, :], jnp.cos(angle)[:, :, None, :]
   x1, x2 = jnp.split(x_BxTxHxD.astype(jnp.float32), 2, axis=-1)
   out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
   return out.astype(x_BxTxHxD.dtype)
 
 
-def heads_first(x_BxSxKxD):
-  """``[B, S, K, D] -> [B, K, S, D]``: the key/value layout :func:`attend` (and the cache) use."""
-  return jnp.swapaxes(x_BxSxKxD, 1, 2)
+def heads_first(x_BxSxAxD):
+  """``[B, S, A, D] -> [B, A, S, D]``: the key/value layout :func:`attend` (and the cache) use."""
+  return jnp.swapaxes(x_BxSxAxD, 1, 2)
 
 
-def attend(q_BxTxHxD, k_BxKxSxD, v_BxKxSxD, mask_BxTxS, bias_BxHxTxS=None, scale=None, extra=None):
+def attend(q_BxTxHxD, k_BxAxSxD, v_BxAxSxD, mask_BxTxS, bias_BxHxTxS=None, scale=None, extra=None):
   """Grouped-query attention; H must be a multiple of K. Softmax in float32.
 
-  Keys and values come heads-first, ``[B, K, S, D]``: the dots then batch over the leading
-  ``(b, k)`` as stored, where a ``[B, S, K, D]`` cache made XLA transpose-copy every layer's
+  Keys and values come heads-first, ``[B, A, S, D]``: the dots then batch over the leading
+  ``(b, k)`` as stored, where a ``[B, S, A, D]`` cache made XLA transpose-copy every layer's
   whole cache on every step (a third of a batch-8 step on CPU, ``python -m specjax.bench profile``).
   ``extra = (k_BxKxTxD, v_BxKxTxD, mask_BxTxT)``: more keys and values (new tokens not written
   to the cache, kv_cache.PendingKV) in the same softmax, without concatenating them to the cache.
   """
   b, t, h, d = q_BxTxHxD.shape
-  kvh = k_BxKxSxD.shape[1]
+  kvh = k_BxAxSxD.shape[1]
   q = q_BxTxHxD.reshape(b, t, kvh, h // kvh, d)
   scale = d ** -0.5 if scale is None else scale
-  s_BxKxGxTxS = jnp.einsum("btkgd,bksd->bkgts", q, k_BxKxSxD).astype(jnp.float32) * scale
+  s_BxAxRxTxS = jnp.einsum("btkgd,bksd->bkgts", q, k_BxAxSxD).astype(jnp.float32) * scale
   if bias_BxHxTxS is not None:  # T5's relative position bias
-    s_BxKxGxTxS = s_BxKxGxTxS + bias_BxHxTxS.reshape(-1, kvh, h // kvh, *bias_BxHxTxS.shape[-2:])
-  s_BxKxGxTxS = jnp.where(mask_BxTxS[:, None, None], s_BxKxGxTxS, -1e30)
+    s_BxAxRxTxS = s_BxAxRxTxS + bias_BxHxTxS.reshape(-1, kvh, h // kvh, *bias_BxHxTxS.shape[-2:])
+  s_BxAxRxTxS = jnp.where(mask_BxTxS[:, None, None], s_BxAxRxTxS, -1e30)
   if extra is None:
-    w = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxKxSxD.dtype)
-    out = jnp.einsum("bkgts,bksd->btkgd", w, v_BxKxSxD)
+    w = jax.nn.softmax(s_BxAxRxTxS, axis=-1).astype(v_BxAxSxD.dtype)
+    out = jnp.einsum("bkgts,bksd->btkgd", w, v_BxAxSxD)
     return out.reshape(b, t, h, d)
   k_new, v_new, mask_new = extra
   s_new = jnp.einsum("btkgd,bknd->bkgtn", q, k_new).astype(jnp.float32) * scale
   s_new = jnp.where(mask_new[:, None, None], s_new, -1e30)
-  w = jax.nn.softmax(jnp.concatenate([s_BxKxGxTxS, s_new], axis=-1), axis=-1).astype(v_BxKxSxD.dtype)
-  s = k_BxKxSxD.shape[2]
-  out = (jnp.einsum("bkgts,bksd->btkgd", w[..., :s], v_BxKxSxD)
-         + jnp.einsum("bkgtn,bknd->btkgd", w[..., s:], v_new.astype(v_BxKxSxD.dtype)))
+  w = jax.nn.softmax(jnp.concatenate([s_BxAxRxTxS, s_new], axis=-1), axis=-1).astype(v_BxAxSxD.dtype)
+  s = k_BxAxSxD.shape[2]
+  out = (jnp.einsum("bkgts,bksd->btkgd", w[..., :s], v_BxAxSxD)
+         + jnp.einsum("bkgtn,bknd->btkgd", w[..., s:], v_new.astype(v_BxAxSxD.dtype)))
   return out.reshape(b, t, h, d)
 
 

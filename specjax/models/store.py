@@ -181,7 +181,7 @@ def read_tensor(path, entry: dict, start: int) -> np.ndarray:
   A tensor of 1 MiB or more is read into an anonymous memory mapping of its own, which goes back to
   the OS the moment it is freed: malloc would serve these from its heap (its mmap threshold rises
   to 32 MiB as large blocks are freed) and keep the holes they leave between the params already
-  placed, ~6% of a 1.7 GB load (``python -m specjax.bench load_memory``).
+  placed (``python -m specjax.bench load_memory`` measures what a load keeps).
   """
   a, b = entry["data_offsets"]
   out = _empty(entry["shape"], SAFETENSORS_DTYPES[entry["dtype"]])

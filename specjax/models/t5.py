@@ -80,8 +80,8 @@ class T5Config:
 class T5Cache:
   """Decoder self-attention KV cache plus the encoder's cross-attention keys/values (fixed)."""
   self_attn: kv_cache.KVCache
-  cross_k_LxBxHxSxD: jax.Array
-  cross_v_LxBxHxSxD: jax.Array
+  cross_k_LxBxAxSxD: jax.Array
+  cross_v_LxBxAxSxD: jax.Array
   encoder_mask_BxS: jax.Array  # bool: real (non-pad) encoder tokens
 
   @property
@@ -182,9 +182,9 @@ class Block(nn.Module):
     k, v = self.self_attn.kv(h)
     if cache is not None:  # write after each row's committed length; attend over the whole buffer
       cache = cache.replace(
-          k_LxBxKxSxD=kv_cache.write_layer(cache.k_LxBxKxSxD, layer, k, cache.length_B),
-          v_LxBxKxSxD=kv_cache.write_layer(cache.v_LxBxKxSxD, layer, v, cache.length_B))
-      k, v = cache.k_LxBxKxSxD[layer], cache.v_LxBxKxSxD[layer]
+          k_LxBxAxSxD=kv_cache.write_layer(cache.k_LxBxAxSxD, layer, k, cache.length_B),
+          v_LxBxAxSxD=kv_cache.write_layer(cache.v_LxBxAxSxD, layer, v, cache.length_B))
+      k, v = cache.k_LxBxAxSxD[layer], cache.v_LxBxAxSxD[layer]
     else:
       k, v = heads_first(k), heads_first(v)
     x = x + self.self_attn(h, k, v, mask_BxTxS, bias_BxHxTxS)
@@ -276,7 +276,7 @@ class T5(nn.Module):
       cross_k, cross_v = self.decoder.cross_kv(enc_BxSxE)
       start_B = jnp.zeros((b,), jnp.int32)
     else:
-      cross_k, cross_v, enc_mask_BxS = cache.cross_k_LxBxHxSxD, cache.cross_v_LxBxHxSxD, cache.encoder_mask_BxS
+      cross_k, cross_v, enc_mask_BxS = cache.cross_k_LxBxAxSxD, cache.cross_v_LxBxAxSxD, cache.encoder_mask_BxS
       start_B = cache.length_B
     if positions_BxT is None:
       positions_BxT = start_B[:, None] + jnp.arange(t)[None, :]

@@ -37,8 +37,8 @@ def eagle_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
     match = jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1)[None]                 # [J, B, T]
     # teacher-forced greedy acceptance length of the chain drafted after slot c: steps j at c + j - 1
     n_c = t - 1 - depth
-    chain_JxBxC = jnp.stack([match[j, :, j:j + n_c] for j in range(depth)])
-    accept_len = jnp.sum(jnp.cumprod(chain_JxBxC.astype(jnp.float32), 0), 0).mean()
+    chain_JxBxT = jnp.stack([match[j, :, j:j + n_c] for j in range(depth)])
+    accept_len = jnp.sum(jnp.cumprod(chain_JxBxT.astype(jnp.float32), 0), 0).mean()
     loss = jnp.sum(w_J * kl_J) / jnp.sum(w_J)
     return loss, {"kl_first": kl_J[0], "kl_last": kl_J[-1], "alpha_t1_first": alpha_J[0],
                   "alpha_t1_last": alpha_J[-1], "accept_len": accept_len}

@@ -63,7 +63,7 @@ def mtp_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
   Depth k weighs ``decay ** (k - 1)``. A truncated head (``subset_K``) learns the target's
   distribution renormalised over its subset.
   """
-  w_K = decay ** jnp.arange(depth, dtype=jnp.float32)
+  w_J = decay ** jnp.arange(depth, dtype=jnp.float32)
 
   def loss_fn(embed, unembed, params, batch):
     tokens, hidden = batch["tokens"], batch["hidden"].astype(jnp.float32)
@@ -77,10 +77,10 @@ def mtp_loss(module, target, depth: int, decay: float = 0.8, subset_K=None):
       kl, alpha = kl_and_overlap(t_logits, s_logits)
       kls.append(kl.mean()), alphas.append(alpha.mean())
       matches.append(jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1))
-    kl_K, alpha_K = jnp.stack(kls), jnp.stack(alphas)
-    loss = jnp.sum(w_K * kl_K) / jnp.sum(w_K)
-    return loss, {"kl_first": kl_K[0], "kl_last": kl_K[-1], "alpha_t1_first": alpha_K[0],
-                  "alpha_t1_last": alpha_K[-1], "accept_len": accept_len(jnp.stack(matches, -1)).mean()}
+    kl_J, alpha_J = jnp.stack(kls), jnp.stack(alphas)
+    loss = jnp.sum(w_J * kl_J) / jnp.sum(w_J)
+    return loss, {"kl_first": kl_J[0], "kl_last": kl_J[-1], "alpha_t1_first": alpha_J[0],
+                  "alpha_t1_last": alpha_J[-1], "accept_len": accept_len(jnp.stack(matches, -1)).mean()}
   return with_frozen(loss_fn, *frozen_io(target, subset_K))
 
 
@@ -92,7 +92,7 @@ def dflash_loss(module, target, decay: float = 4.0, subset_K=None):
   ``subset_K``: as :func:`mtp_loss`.
   """
   blk = module.cfg.block_size
-  w_I = jnp.exp(-jnp.arange(blk - 1, dtype=jnp.float32) / decay)
+  w_Y = jnp.exp(-jnp.arange(blk - 1, dtype=jnp.float32) / decay)
 
   def loss_fn(embed, unembed, params, batch):
     tokens, hidden, feat, anchors = batch["tokens"], batch["hidden"], batch["feat"], batch["anchors"]
@@ -100,19 +100,19 @@ def dflash_loss(module, target, decay: float = 4.0, subset_K=None):
     n = anchors.shape[1]
     apply = functools.partial(module.apply, {"params": params})
     ck, cv = apply(feat, jnp.broadcast_to(jnp.arange(t)[None], (b, t)), method="context")
-    pos_BxNxI = anchors[:, :, None] + jnp.arange(blk)[None, None]
+    pos_BxNxY = anchors[:, :, None] + jnp.arange(blk)[None, None]
     anchor_emb = embed[jnp.take_along_axis(tokens, anchors, 1)]                     # [B, N, E]
     tok_emb = jnp.broadcast_to(anchor_emb[:, :, None], (b, n, blk, embed.shape[1])).reshape(b, n * blk, -1)
     is_mask = jnp.broadcast_to(jnp.arange(blk)[None, None] > 0, (b, n, blk)).reshape(b, n * blk)
     ctx_vis = (jnp.arange(t)[None, None] < anchors[:, :, None])                       # [B, N, T]
     ctx_vis = jnp.broadcast_to(ctx_vis[:, :, None], (b, n, blk, t)).reshape(b, n * blk, t)
     mask = block_drafter.block_mask(ctx_vis, jnp.repeat(jnp.arange(n), blk))
-    h = apply(tok_emb, is_mask, pos_BxNxI.reshape(b, n * blk), ck, cv, mask).reshape(b, n, blk, -1)
+    h = apply(tok_emb, is_mask, pos_BxNxY.reshape(b, n * blk), ck, cv, mask).reshape(b, n, blk, -1)
     s_logits = h[:, :, 1:].astype(jnp.float32) @ unembed                               # predicts x_{a+i}
-    t_hidden = jnp.take_along_axis(hidden, pos_BxNxI[:, :, :-1].reshape(b, -1)[..., None], 1)
+    t_hidden = jnp.take_along_axis(hidden, pos_BxNxY[:, :, :-1].reshape(b, -1)[..., None], 1)
     t_logits = jax.lax.stop_gradient(t_hidden.astype(jnp.float32) @ unembed).reshape(s_logits.shape)
     kl, alpha = kl_and_overlap(t_logits, s_logits)                                               # [B, N, I]
-    loss = jnp.sum(kl.mean((0, 1)) * w_I) / jnp.sum(w_I)
+    loss = jnp.sum(kl.mean((0, 1)) * w_Y) / jnp.sum(w_Y)
     match = jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1)
     return loss, {"kl_first": kl[..., 0].mean(), "alpha_t1_first": alpha[..., 0].mean(),
                   "alpha_t1_mean": alpha.mean(), "accept_len": accept_len(match).mean()}

@@ -1,4 +1,4 @@
-"""Medusa-1: train K heads on a frozen target with self-distillation data the target generates.
+"""Medusa-1: train J heads on a frozen target with self-distillation data the target generates.
 
 1. ``specjax.train.heads.generated_text``: the target continues held-out prompts.
 2. ``hidden_states``: one frozen, cache-free target pass per sequence; computed once and kept.
@@ -27,7 +27,7 @@ def hidden_states(target, tokens_NxT, batch_size: int = 16) -> np.ndarray:
 
 
 def _labels(tokens_BxT, num_heads: int, label_from: int):
-  """``[B, K, T]`` targets and mask: head k at position t predicts token t + k + 2."""
+  """``[B, J, T]`` targets and mask: head k at position t predicts token t + k + 2."""
   b, t = tokens_BxT.shape
   labels, masks = [], []
   for k in range(num_heads):
@@ -45,46 +45,46 @@ def medusa_loss(lm_head_ExV, num_heads: int, label_from: int, decay: float = 0.8
 
   def loss_fn(lm_head_ExV, heads, batch):
     hidden_BxTxE, tokens_BxT = batch
-    logits_BxTxKxV = medusa_lib.head_logits(heads, lm_head_ExV, hidden_BxTxE)
-    logits_BxKxTxV = jnp.swapaxes(logits_BxTxKxV, 1, 2)
-    labels_BxKxT, mask_BxKxT = _labels(tokens_BxT, num_heads, label_from)
-    logp = jax.nn.log_softmax(logits_BxKxTxV, -1)
-    nll = -jnp.take_along_axis(logp, labels_BxKxT[..., None], -1)[..., 0]
-    count_K = jnp.maximum(mask_BxKxT.sum((0, 2)), 1)
-    nll_K = (nll * mask_BxKxT).sum((0, 2)) / count_K
-    acc_K = ((jnp.argmax(logits_BxKxTxV, -1) == labels_BxKxT) * mask_BxKxT).sum((0, 2)) / count_K
-    metrics = {f"head{k}_top1": acc_K[k] for k in range(num_heads)}
-    metrics.update({f"head{k}_nll": nll_K[k] for k in range(num_heads)})
-    return jnp.sum(weights * nll_K) / weights.sum(), metrics
+    logits_BxTxJxV = medusa_lib.head_logits(heads, lm_head_ExV, hidden_BxTxE)
+    logits_BxJxTxV = jnp.swapaxes(logits_BxTxJxV, 1, 2)
+    labels_BxJxT, mask_BxJxT = _labels(tokens_BxT, num_heads, label_from)
+    logp = jax.nn.log_softmax(logits_BxJxTxV, -1)
+    nll = -jnp.take_along_axis(logp, labels_BxJxT[..., None], -1)[..., 0]
+    count_J = jnp.maximum(mask_BxJxT.sum((0, 2)), 1)
+    nll_J = (nll * mask_BxJxT).sum((0, 2)) / count_J
+    acc_J = ((jnp.argmax(logits_BxJxTxV, -1) == labels_BxJxT) * mask_BxJxT).sum((0, 2)) / count_J
+    metrics = {f"head{k}_top1": acc_J[k] for k in range(num_heads)}
+    metrics.update({f"head{k}_nll": nll_J[k] for k in range(num_heads)})
+    return jnp.sum(weights * nll_J) / weights.sum(), metrics
 
   return heads_train.with_frozen(loss_fn, lm_head_ExV)
 
 
-def medusa_kl_loss(lm_head_ExW, num_heads: int, decay: float = 0.8):
+def medusa_kl_loss(lm_head_ExK, num_heads: int, decay: float = 0.8):
   """``loss_fn(heads, batch)`` on a feature-pool batch (``tokens``, ``hidden``): head k (0-based) at
   position t against the target's distribution for token t + k + 2, i.e. ``hidden[t + k + 1] @
-  lm_head``; KL weighted ``decay**k``. ``lm_head_ExW``: the target's LM head, or its subset columns."""
-  w_K = decay ** jnp.arange(num_heads, dtype=jnp.float32)
+  lm_head``; KL weighted ``decay**k``. ``lm_head_ExK``: the target's LM head, or its subset columns."""
+  w_J = decay ** jnp.arange(num_heads, dtype=jnp.float32)
 
-  def loss_fn(lm_head_ExW, heads, batch):
+  def loss_fn(lm_head_ExK, heads, batch):
     hidden = batch["hidden"].astype(jnp.float32)
     t = hidden.shape[1] - num_heads - 1
-    s_logits_BxTxKxW = medusa_lib.head_logits(heads, lm_head_ExW, hidden[:, :t])
-    t_hidden_BxTxKxE = jnp.stack([hidden[:, k + 1:k + 1 + t] for k in range(num_heads)], 2)
-    t_logits_BxTxKxW = jax.lax.stop_gradient(t_hidden_BxTxKxE @ lm_head_ExW)
-    kl, alpha = heads_train.kl_and_overlap(t_logits_BxTxKxW, s_logits_BxTxKxW)  # [B, T, K]
-    match = jnp.argmax(s_logits_BxTxKxW, -1) == jnp.argmax(t_logits_BxTxKxW, -1)
-    kl_K, top1_K = kl.mean((0, 1)), match.mean((0, 1))
-    metrics = {f"head{k}_top1": top1_K[k] for k in range(num_heads)}
-    metrics.update(kl_first=kl_K[0], alpha_t1_first=alpha[..., 0].mean(),
+    s_logits_BxTxJxK = medusa_lib.head_logits(heads, lm_head_ExK, hidden[:, :t])
+    t_hidden_BxTxJxE = jnp.stack([hidden[:, k + 1:k + 1 + t] for k in range(num_heads)], 2)
+    t_logits_BxTxJxK = jax.lax.stop_gradient(t_hidden_BxTxJxE @ lm_head_ExK)
+    kl, alpha = heads_train.kl_and_overlap(t_logits_BxTxJxK, s_logits_BxTxJxK)  # [B, T, J]
+    match = jnp.argmax(s_logits_BxTxJxK, -1) == jnp.argmax(t_logits_BxTxJxK, -1)
+    kl_J, top1_J = kl.mean((0, 1)), match.mean((0, 1))
+    metrics = {f"head{k}_top1": top1_J[k] for k in range(num_heads)}
+    metrics.update(kl_first=kl_J[0], alpha_t1_first=alpha[..., 0].mean(),
                    accept_len=heads_train.accept_len(match).mean())
-    return jnp.sum(w_K * kl_K) / jnp.sum(w_K), metrics
+    return jnp.sum(w_J * kl_J) / jnp.sum(w_J), metrics
 
-  return heads_train.with_frozen(loss_fn, lm_head_ExW)
+  return heads_train.with_frozen(loss_fn, lm_head_ExK)
 
 
 def head_accuracy(heads, lm_head_ExV, hidden_NxTxE, tokens_NxT, label_from: int, batch_size: int = 16):
-  """Per-head top-1 accuracy on generated tokens: a list of K floats."""
+  """Per-head top-1 accuracy on generated tokens: a list of J floats."""
   k = heads["w_KxExE"].shape[0]
   loss_fn = medusa_loss(lm_head_ExV, k, label_from)
   step = jax.jit(lambda fn, h, b: fn(h, b))  # the LM head an argument, not a compiled-in constant
