@@ -263,17 +263,53 @@ CLI_CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,message", CLI_CASES, ids=[" ".join(a[1:] or a) for a, _ in CLI_CASES])
-def test_cli_bad_input_is_one_line_exit_2_in_seconds(tmp_path, args, message):
-  _bad_files(tmp_path)
-  env = dict(os.environ, SPECJAX_CACHE=str(tmp_path / "cache"))  # nothing there: nothing is converted or fetched
+def _cli_env(tmp):
+  env = dict(os.environ, SPECJAX_CACHE=str(tmp / "cache"))  # nothing there: nothing is converted or fetched
   env["XLA_FLAGS"] = re.sub(r"--xla_force_host_platform_device_count=\d+", "", env.get("XLA_FLAGS", "")).strip()
-  t0 = time.perf_counter()
-  proc = subprocess.run([sys.executable, "-m", "specjax.run", *(a.format(tmp=tmp_path) for a in args)], cwd=REPO,
-                        env=env, capture_output=True, text=True, timeout=120, check=False)
-  seconds = time.perf_counter() - t0
-  lines = proc.stderr.strip().splitlines()
-  assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+  return env
+
+
+def _assert_one_line_exit_2(returncode, stdout, stderr, tmp, message):
+  lines = stderr.strip().splitlines()
+  assert returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), stderr[-2000:]
   assert message in lines[0], lines[0]
-  assert "[specjax] loading" not in proc.stdout and not (tmp_path / "cache").exists()  # nothing loaded
+  assert "[specjax] loading" not in stdout and not (tmp / "cache").exists()  # nothing loaded
+
+
+# What specjax.run imports (JAX above all): imported once, then each command line runs in a forked child.
+RUN_IMPORTS = ["absl.app", "absl.flags", "ml_collections.config_flags", "specjax.config_util", "specjax.checks",
+               "specjax.experiment"]
+
+
+@pytest.fixture(scope="module")
+def forked_cli_runs(tmp_path_factory):
+  """Every CLI_CASES command line as its own process (forked after the imports): (tmp folder, result)."""
+  import forked_cli  # pylint: disable=import-outside-toplevel  # tests/ is on sys.path under pytest
+  tmps = [tmp_path_factory.mktemp("cli") for _ in CLI_CASES]
+  for tmp in tmps:
+    _bad_files(tmp)
+  cases = [{"argv": [a.format(tmp=tmp) for a in args], "env": {"SPECJAX_CACHE": str(tmp / "cache")}}
+           for tmp, (args, _) in zip(tmps, CLI_CASES)]
+  env = _cli_env(tmps[0])
+  env.pop("SPECJAX_CACHE")  # each child sets its own
+  return list(zip(tmps, forked_cli.run_cases("specjax.run", RUN_IMPORTS, cases, cwd=REPO, env=env)))
+
+
+@pytest.mark.parametrize("case", range(len(CLI_CASES)), ids=[" ".join(a[1:] or a) for a, _ in CLI_CASES])
+def test_cli_bad_input_is_one_line_exit_2_in_seconds(forked_cli_runs, case):
+  tmp, result = forked_cli_runs[case]
+  _assert_one_line_exit_2(result["returncode"], result["stdout"], result["stderr"], tmp, CLI_CASES[case][1])
+  assert result["seconds"] < 30, result["seconds"]  # after the imports: well under a second on 2 loaded cores
+
+
+def test_cli_bad_input_in_a_fresh_process_in_seconds(tmp_path, forked_cli_runs):
+  """One case as a plain ``python -m specjax.run``, imports and all, prints what its forked run printed."""
+  case = next(i for i, (args, _) in enumerate(CLI_CASES) if "--config.max_new_tokens=100000" in args)
+  args, message = CLI_CASES[case]
+  t0 = time.perf_counter()
+  proc = subprocess.run([sys.executable, "-m", "specjax.run", *args], cwd=REPO, env=_cli_env(tmp_path),
+                        capture_output=True, text=True, timeout=120, check=False)
+  seconds = time.perf_counter() - t0
+  _assert_one_line_exit_2(proc.returncode, proc.stdout, proc.stderr, tmp_path, message)
   assert seconds < 30, seconds  # 2-5 s on 2 loaded cores, most of it importing JAX
+  assert proc.stderr == forked_cli_runs[case][1]["stderr"]

@@ -85,18 +85,40 @@ def test_checkpoint_shape_mismatch(tmp_path, target):
     checkpoint.load_model(folder, d_model=48)
 
 
-def _run_cli(*args):
-  return subprocess.run([sys.executable, "-m", "specjax.run", *args], capture_output=True, text=True, timeout=300)
+# Command lines that fail on the config alone, each its own process, forked after the imports
+# (tests/forked_cli.py): "name" -> (argv, extra environment).
+CLI_RUNS = {
+    "bad key": (["--config=configs/tiny_random.py", "--config.gama=3"], {}),
+    "unknown drafter": (["--config=configs/tiny_random.py", "--config.drafter.kind=hydra"], {}),
+    "memory": (["--config=configs/tiny_random.py", "--config.acceptance_memory=1.5"], {}),
+    "prompt and file": (["--config=configs/tiny_random.py", "--config.prompt=x", "--config.prompts_file={tmp}/p.txt"],
+                        {"XLA_FLAGS": "{cli_xla_flags}"}),
+}
 
 
-def test_cli_bad_config_key_and_unknown_drafter():
-  proc = _run_cli("--config=configs/tiny_random.py", "--config.gama=3")
-  assert proc.returncode != 0 and "gama" in proc.stderr
-  proc = _run_cli("--config=configs/tiny_random.py", "--config.drafter.kind=hydra")
-  assert proc.returncode != 0 and "unknown drafter kind 'hydra'" in proc.stderr
-  proc = _run_cli("--config=configs/tiny_random.py", "--config.acceptance_memory=1.5")
-  assert proc.returncode != 0 and "Adaptive.memory must be in [0, 1], got 1.5" in proc.stderr
-  assert "loading the target" not in proc.stdout + proc.stderr  # named before anything loads
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+  """CLI_RUNS' results by name: returncode, stdout, stderr."""
+  import os  # pylint: disable=import-outside-toplevel
+  import forked_cli  # pylint: disable=import-outside-toplevel  # tests/ is on sys.path under pytest
+  tmp = tmp_path_factory.mktemp("cli")
+  (tmp / "p.txt").write_text("a\n")
+  fill = {"tmp": tmp, "cli_xla_flags": _cli_env()["XLA_FLAGS"]}
+  cases = [{"argv": [a.format(**fill) for a in argv], "env": {k: v.format(**fill) for k, v in env.items()}}
+           for argv, env in CLI_RUNS.values()]
+  results = forked_cli.run_cases("specjax.run", ["absl.app", "ml_collections.config_flags", "specjax.experiment"],
+                                 cases, cwd=os.getcwd(), env=dict(os.environ))
+  return dict(zip(CLI_RUNS, results))
+
+
+def test_cli_bad_config_key_and_unknown_drafter(cli_runs):
+  proc = cli_runs["bad key"]
+  assert proc["returncode"] != 0 and "gama" in proc["stderr"]
+  proc = cli_runs["unknown drafter"]
+  assert proc["returncode"] != 0 and "unknown drafter kind 'hydra'" in proc["stderr"]
+  proc = cli_runs["memory"]
+  assert proc["returncode"] != 0 and "Adaptive.memory must be in [0, 1], got 1.5" in proc["stderr"]
+  assert "loading the target" not in proc["stdout"] + proc["stderr"]  # named before anything loads
 
 
 # ----------------------------------------------------------------------------- context, max_len, memory
@@ -230,11 +252,8 @@ def test_cli_paper_size_config_says_what_it_needs_in_seconds():
   assert seconds < 60, seconds  # ~3-6 s on 2 loaded cores; the old random init was killed after minutes
 
 
-def test_cli_prompt_and_prompts_file_together_is_an_error(tmp_path):
-  f = tmp_path / "p.txt"
-  f.write_text("a\n")
-  proc = subprocess.run([sys.executable, "-m", "specjax.run", "--config=configs/tiny_random.py", "--config.prompt=x",
-                         f"--config.prompts_file={f}"], capture_output=True, text=True, timeout=120, env=_cli_env())
-  assert proc.returncode == 2
-  assert proc.stderr.strip() == ("error: give --config.prompt or --config.prompts_file, not both (a prompts file can "
-                                 "hold the prompt as one more line)")
+def test_cli_prompt_and_prompts_file_together_is_an_error(cli_runs):
+  proc = cli_runs["prompt and file"]
+  assert proc["returncode"] == 2
+  assert proc["stderr"].strip() == ("error: give --config.prompt or --config.prompts_file, not both (a prompts file "
+                                    "can hold the prompt as one more line)")
