@@ -3,14 +3,13 @@
 JSON files in ``benchmarks/owntext/``."""
 from __future__ import annotations
 
-from table_kit import Sources, Table, f, n, same, t, table, x
+from table_kit import TARGET_NAMES, Sources, Table, drafter_label, drafter_setting, f, n, same, t, table, x
 
 PATTERN = "benchmarks/owntext/*.json"
 
 
 def label(name: str, row: dict) -> str:
   """The row's drafter in words, with its corpus and non-default memory settings."""
-  from table_defs import drafter_label, drafter_setting  # pylint: disable=import-outside-toplevel
   words = drafter_label(name)
   if (row.get("options") or {}).get("corpus"):
     words += " + corpus of the target's answers"
@@ -23,7 +22,6 @@ def prompts(cfg: dict, groups) -> str:
 
 def rows_of(src: Sources):
   """``(rel, result, target name, drafter name, drafter result)`` for every row of every file."""
-  from table_defs import TARGET_NAMES  # pylint: disable=import-outside-toplevel
   for rel in src.glob(PATTERN):
     d = src.json(rel)
     for name, r in d["drafters"].items():

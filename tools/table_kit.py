@@ -87,3 +87,30 @@ def row_of(rows, **match):
   if len(found) != 1:
     raise TableError(f"expected one row with {match}, found {len(found)}")
   return found[0]
+
+
+# ---------------------------------------------------------------------------------------------- labels
+
+TARGET_NAMES = {"smollm2-135m-instruct": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M (base)",
+                "qwen2.5-coder-1.5b-instruct": "Qwen2.5-Coder-1.5B-Instruct"}
+
+
+def kind_label(kind: str) -> str:
+  """A drafter kind's name in tables: its declared label (``KindSpec.label``), else the name itself."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  return drafters.spec(kind).display if kind in drafters.kinds() else kind
+
+
+def drafter_label(name: str) -> str:
+  """A specbench row name (``KIND[:CHECKPOINT] adaptive|fixed``) in words."""
+  spec, _, mode = name.rpartition(" ") if name.endswith((" adaptive", " fixed")) else (name, "", "")
+  kind, _, checkpoint = spec.partition(":")
+  words = kind_label(kind) + (f" {checkpoint}" if checkpoint else "")
+  return words + (f", {mode} draft length" if mode else "")
+
+
+def drafter_setting(row: dict) -> str:
+  """``γ N`` of a specbench row, and the acceptance estimate's memory where it is not the default."""
+  from specjax.adaptive import Adaptive  # pylint: disable=import-outside-toplevel
+  memory = (row.get("adaptive") or {}).get("memory", Adaptive.memory)
+  return f"γ {row['gamma']}" + ("" if memory == Adaptive.memory else f", memory {memory:g}")

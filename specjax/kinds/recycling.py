@@ -42,14 +42,22 @@ MATRIX_PATHS = ((0,), (1,), (0, 0), (1, 0), (0, 1))
 
 
 def cases() -> tuple[drafters.Case, ...]:
-  """The successor table starts as ids 0..k-1 in every row and learns inside each cell's loop (shared by
-  every row); with ``adaptive`` each round verifies the first 0, 2 or all 5 nodes."""
+  """The successor table starts from the target's own text (``corpus``), or as ids 0..k-1 in every row,
+  and learns inside each cell's loop (shared by every row); with ``adaptive`` each round verifies the
+  first 0, 2 or all 5 nodes."""
   make = lambda k, budgets: lambda m: Recycling.create(m.target.vocab_size, k, MATRIX_PATHS, budgets)
   return (
-      drafters.Case("recycling/k=3", ("k", "paths"), make(3, ())),
+      drafters.Case("recycling/k=3", ("k", "paths", "corpus"), from_text),
       drafters.Case("recycling/k=2,budgets=0,2,5/adaptive", ("k", "paths", "budgets", "adaptive"),
                     make(2, (0, 2, 5)), adaptive=True),
   )
+
+
+def from_text(m):
+  """The table counted from the target's own greedy text on the matrix prompts (``corpus``)."""
+  from specjax.drafters import recycling  # pylint: disable=import-outside-toplevel
+  drafter = Recycling.create(m.target.vocab_size, 3, MATRIX_PATHS, ())
+  return drafter.with_memory(recycling.table_from_text(m.target.vocab_size, 3, list(m.corpus)))
 
 
 SPEC = drafters.register_kind(drafters.KindSpec(
