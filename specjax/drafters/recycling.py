@@ -74,10 +74,13 @@ def table_from_text(vocab_size: int, k: int, docs) -> jax.Array:
   bigram_P, counts_P = np.unique(pairs_Px2[:, 0] * vocab_size + pairs_Px2[:, 1], return_counts=True)
   first_P, next_P = bigram_P // vocab_size, bigram_P % vocab_size
   order = np.lexsort((next_P, -counts_P, first_P))  # by token, then most frequent, then smaller id
-  for tok in np.unique(first_P):
-    seen = next_P[order][first_P[order] == tok][:k]
-    fill = [i for i in range(k + len(seen)) if i not in set(seen.tolist())][:k - len(seen)]
-    table[tok] = np.concatenate([seen, fill]).astype(np.int32)
+  first_P, next_P = first_P[order], next_P[order]
+  starts = np.flatnonzero(np.r_[True, first_P[1:] != first_P[:-1]])  # each token's run of successors
+  for start, end in zip(starts, np.r_[starts[1:], len(first_P)]):
+    seen = next_P[start:min(end, start + k)]
+    taken = set(seen.tolist())
+    fill = [i for i in range(k + len(seen)) if i not in taken][:k - len(seen)]
+    table[first_P[start]] = np.concatenate([seen, fill]).astype(np.int32)
   return jnp.asarray(table)
 
 
