@@ -33,6 +33,8 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import sys
+import time
 
 import numpy as np
 
@@ -234,9 +236,15 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
                                             scale_confidence=scale_confidence, **estimate)
         else:
           unmeasured = specjax.Adaptive(confidence=confidence, scale_confidence=scale_confidence, **estimate)
+          started = time.time()
+          if progress:  # a few minutes per drafter on a small CPU: say what is running
+            print(f"specbench: {name}: loop-measured round cost per width or budget ...", file=sys.stderr, flush=True)
           costs = loop_costs(target, drafter, g, unmeasured, calls[0], max_new_tokens=max_new_tokens,
                              sampling=sampling, eos_id=eos_id, seed=seed, repeats=max(repeats, 2))
           settings[name] = dataclasses.replace(unmeasured, verify_costs=costs)
+          if progress:
+            print(f"specbench: {name}: round costs {dict(costs)} (plain steps), {time.time() - started:.0f} s",
+                  file=sys.stderr, flush=True)
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
   for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
     for spec, (drafter, gamma) in drafters.items():
