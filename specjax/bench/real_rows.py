@@ -166,5 +166,8 @@ def tree_label(kind: str, values: dict) -> str | None:
 
 
 def small_model_of(options_of: dict) -> str:
-  """The small model of the draft_model / SpecInfer rows (real.json's ``meta.drafter``), "" when none."""
-  return next((v.get("checkpoint", "") for v in options_of.values() if v["kind"] in ("draft_model", "specinfer")), "")
+  """The small model of the rows whose kind drafts with one (``KindSpec.small_model``: draft_model,
+  SpecInfer; real.json's ``meta.drafter``), "" when none."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  return next((v.get("checkpoint", "") for v in options_of.values()
+               if specjax.drafters.spec(v["kind"]).small_model is not None), "")
