@@ -46,7 +46,7 @@ def test_every_row_defaults_to_the_settings_of_its_trained_weights():
   """The defaults the per-kind flags had (--drafter, --gamma, --specinfer_tree, --ngram_gamma, --table_k,
   --table_gamma, --mtp, --mtp_gamma, --medusa, --medusa_tree, --dflash, --eagle, --eagle_gamma,
   --eagle_top_k, --eagle_total_tokens), now each row's options."""
-  rows = rows_by_name(list(real_rows.ROWS))
+  rows = rows_by_name(list(real_rows.row_table()))
   got = {name: (r.kind, r.values) for name, r in rows.items()}
   medusa = {"checkpoint": "smollm2/medusa", "tree": "chain3+1x2"}
   eagle = {"checkpoint": "smollm2/eagle", "gamma": 4}
@@ -63,7 +63,7 @@ def test_every_row_defaults_to_the_settings_of_its_trained_weights():
       "eagle": ("eagle", {**eagle, "tree": "chain"}),
       "eagle_dynamic": ("eagle", {**eagle, "tree": "dynamic", "top_k": 4, "total_tokens": 8}),
   }
-  assert real_rows.DEFAULT_DRAFTERS == ("draft_lm", "ngram")
+  assert real_rows.default_drafters() == ("draft_lm", "ngram")
   assert real_rows.tree_depth("specinfer", rows["specinfer"].values) == 4
   assert real_rows.tree_depth("medusa", rows["medusa"].values) == 3
 
@@ -80,6 +80,32 @@ def test_options_reach_rows_by_kind_then_by_name_and_a_checkpoint_wins():
   suffix = rows_by_name(["suffix"], ["suffix.top=16"])["suffix"]  # any registered kind, at its own defaults
   assert suffix.kind == "suffix" and suffix.values == {"top": 16}
   assert real_rows.split_item("x=medusa_typical:f") == ("x", "medusa_typical", "f")
+
+
+def test_a_kind_declared_outside_specjax_brings_its_named_rows(monkeypatch):
+  """``KindSpec.rows`` are the named rows: a kind registered here (nothing in specjax names it) is a
+  row of ``families --target``, in its declared order, checked when registered."""
+  monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
+  ngram = specjax.drafters.spec("ngram")
+  declare = lambda *rows: specjax.drafters.register_kind(specjax.drafters.KindSpec(  # noqa: E731
+      kind="lookup", build=ngram.build, options=ngram.options, rows=rows))
+  declare(specjax.drafters.Row("lookup_wide", "lookup:some/corpus", ("lookup.n=5", "lookup.gamma=6"), order=25,
+                               default=True))
+  assert real_rows.row_table()["lookup_wide"] == ("lookup:some/corpus", ("lookup.n=5", "lookup.gamma=6"))
+  assert real_rows.default_drafters() == ("draft_lm", "lookup_wide", "ngram")
+  rows = real_rows.parse_rows(["ngram", "lookup_wide", "draft_lm"], ["lookup_wide.n=4"])
+  assert rows[1].kind == "lookup" and rows[1].values == {"checkpoint": "some/corpus", "n": 4, "gamma": 6}
+  assert sorted([r.name for r in rows], key=real_rows.order_key(rows)) == ["draft_lm", "lookup_wide", "ngram"]
+  assert "lookup_wide" in families._flags()["drafters"].help
+  with pytest.raises(ValueError, match="a drafter of its own kind"):
+    declare(specjax.drafters.Row("wide", "ngram"))
+  with pytest.raises(ValueError, match="option 'ngram.n=5' must read lookup.OPTION=VALUE"):
+    declare(specjax.drafters.Row("wide", "lookup", ("ngram.n=5",)))
+  with pytest.raises(ValueError, match="'lookup.bogus=1' must read"):
+    declare(specjax.drafters.Row("wide", "lookup", ("lookup.bogus=1",)))
+  declare(specjax.drafters.Row("ngram", "lookup"))  # a row named after another kind
+  with pytest.raises(ValueError, match="row 'ngram' is declared twice or names another drafter kind"):
+    real_rows.row_table()
 
 
 @pytest.mark.parametrize("items, options, message", [

@@ -27,10 +27,11 @@ under ``--out_dir`` (default benchmarks/families).
 it on the held-out split of ``python -m specjax.train data`` (``--data``: stdlib files and gettext
 catalogues no training row came from), a fixed mix of code / "Translate to German" chat / English
 text. ``--drafters`` lists the rows, each ``[NAME=]ROW_OR_KIND[:CHECKPOINT]``: a row of
-:data:`specjax.bench.real_rows.ROWS` (the drafters trained for SmolLM2-135M at their trained
-settings; e.g. ``medusa_typical`` is ``medusa:smollm2/medusa`` with ``medusa.acceptance=typical``)
-or any registered kind; ``--drafter_option=KIND.OPTION=VALUE`` (or ``ROW.OPTION=VALUE``) changes
-them (an option no row takes is an error), and every row is built by ``specjax.drafters.build``.
+:func:`specjax.bench.real_rows.row_table` (the drafters trained for SmolLM2-135M at their trained
+settings, each declared by its kind's ``KindSpec.rows``; e.g. ``medusa_typical`` is
+``medusa:smollm2/medusa`` with ``medusa.acceptance=typical``) or any registered kind;
+``--drafter_option=KIND.OPTION=VALUE`` (or ``ROW.OPTION=VALUE``) changes them (an option no row
+takes is an error), and every row is built by ``specjax.drafters.build``.
 B=8 runs the 8 prompts as one batch; B=1 runs the first ``--b1_prompts`` one at a time (tokens and
 times summed). Per row: the two decoders timed alternately (:func:`specjax.measure.paired_times`)
 after a compile run; ``c`` and ``v`` from :func:`specjax.measure.costs`; expected speedup = tokens

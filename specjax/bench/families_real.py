@@ -20,8 +20,8 @@ def define_flags(fv) -> None:
   from absl import flags  # pylint: disable=import-outside-toplevel
   d = lambda kind, name, default, help_: getattr(flags, f"DEFINE_{kind}")(  # noqa: E731
       name, default, f"--target: {help_}", flag_values=fv)
-  d("list", "drafters", list(real_rows.DEFAULT_DRAFTERS), "rows, each [NAME=]ROW_OR_KIND[:CHECKPOINT]: a row of "
-    f"{', '.join(real_rows.ROWS)} (the drafters trained for smollm2) or any registered drafter kind "
+  d("list", "drafters", list(real_rows.default_drafters()), "rows, each [NAME=]ROW_OR_KIND[:CHECKPOINT]: a row of "
+    f"{', '.join(real_rows.row_table())} (the drafters trained for smollm2) or any registered drafter kind "
     "(specjax.bench.real_rows)")
   d("string", "data", "", "data folder of python -m specjax.train data (its held-out prompts; the table row's "
     "corpus); default: the target's")

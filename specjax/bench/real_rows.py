@@ -1,8 +1,9 @@
 """The rows of ``bench families --target``: command-line drafters, each a named row of one registered kind.
 
-A ``--drafters`` item is ``[NAME=]BASE[:CHECKPOINT]``. ``BASE`` is a row of :data:`ROWS` (the
-drafters trained for SmolLM2-135M, each written as the ``KIND[:CHECKPOINT]`` and
-``KIND.OPTION=VALUE`` strings it stands for) or any registered kind (at the kind's defaults).
+A ``--drafters`` item is ``[NAME=]BASE[:CHECKPOINT]``. ``BASE`` is a row of :func:`row_table` (the
+drafters trained for SmolLM2-135M, each declared by its kind as a :class:`specjax.drafters.Row` of
+the ``KIND[:CHECKPOINT]`` and ``KIND.OPTION=VALUE`` strings it stands for) or any registered kind
+(at the kind's defaults).
 ``NAME`` (default: ``BASE``) names the row in real.json; ``CHECKPOINT`` replaces the base's.
 A ``--drafter_option=OWNER.OPTION=VALUE`` applies to every row whose kind or name is ``OWNER``
 (the row's own name last, so it wins); one that no row takes is an error. Every row is built by
@@ -14,23 +15,26 @@ import dataclasses
 
 from specjax.bench import common
 
-# row -> (KIND[:CHECKPOINT], KIND.OPTION=VALUE strings): as typed on the command line
-ROWS = {
-    "draft_lm": ("draft_model:smollm2/draft_lm", ("draft_model.gamma=5",)),
-    # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
-    "specinfer": ("specinfer:smollm2/draft_lm", ("specinfer.paths=chain4+1x2", "specinfer.siblings=without_replacement")),
-    "ngram": ("ngram", ("ngram.n=3", "ngram.gamma=4")),
-    # a bigram table over the most frequent tokens of the target's training generations (corpus: --data)
-    "table": ("table", ("table.k=4096", "table.gamma=4")),
-    "mtp": ("mtp:smollm2/mtp", ("mtp.gamma=3",)),
-    "medusa": ("medusa:smollm2/medusa", ("medusa.tree=chain3+1x2",)),
-    "medusa_typical": ("medusa:smollm2/medusa", ("medusa.tree=chain3+1x2", "medusa.acceptance=typical")),
-    "dflash": ("dflash:runs/smollm2_dflash/head", ()),  # gamma: its trained block size less one
-    "eagle": ("eagle:smollm2/eagle", ("eagle.tree=chain", "eagle.gamma=4")),
-    "eagle_dynamic": ("eagle:smollm2/eagle", ("eagle.tree=dynamic", "eagle.gamma=4", "eagle.top_k=4",
-                                              "eagle.total_tokens=8")),
-}
-DEFAULT_DRAFTERS = ("draft_lm", "ngram")
+
+def declared_rows() -> list:
+  """Every registered kind's named rows (``KindSpec.rows``, :class:`specjax.drafters.Row`) by their order."""
+  from specjax import drafters  # pylint: disable=import-outside-toplevel
+  declared = sorted((row for spec in drafters.specs() for row in spec.rows), key=lambda row: row.order)
+  names = [row.name for row in declared]
+  for row in declared:
+    if names.count(row.name) > 1 or (row.name in drafters.kinds() and row.name != row.drafter.partition(":")[0]):
+      raise ValueError(f"drafter row {row.name!r} is declared twice or names another drafter kind; rename one")
+  return declared
+
+
+def row_table() -> dict:
+  """row -> (KIND[:CHECKPOINT], KIND.OPTION=VALUE strings), as typed on the command line: :func:`declared_rows`."""
+  return {row.name: (row.drafter, tuple(row.options)) for row in declared_rows()}
+
+
+def default_drafters() -> tuple[str, ...]:
+  """The rows measured when ``--drafters`` is not given (``Row.default``)."""
+  return tuple(row.name for row in declared_rows() if row.default)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,14 +68,15 @@ def parse_rows(items, option_texts) -> list[Row]:
   """The rows of ``--drafters`` items with ``--drafter_option`` strings; every string must reach a row."""
   import specjax  # pylint: disable=import-outside-toplevel
   kinds = specjax.drafters.kinds()
+  named = row_table()
   owned = [option_owner(t) for t in option_texts]
   rows, used = [], set()
   for item in items:
     name, base, checkpoint = split_item(item)
-    spec, defaults = ROWS.get(base, (base, ()))
+    spec, defaults = named.get(base, (base, ()))
     kind = spec.partition(":")[0]
-    if base not in ROWS and base not in kinds:
-      raise common.UsageError(f"--drafters: {base!r} is neither a row ({', '.join(ROWS)}) nor a drafter kind "
+    if base not in named and base not in kinds:
+      raise common.UsageError(f"--drafters: {base!r} is neither a row ({', '.join(named)}) nor a drafter kind "
                               f"({', '.join(kinds)})")
     if name != kind and name in kinds:
       raise common.UsageError(f"--drafters: row name {name!r} is another drafter kind; give the {kind} row another name")
@@ -97,8 +102,9 @@ def parse_rows(items, option_texts) -> list[Row]:
 
 
 def order_key(rows: list[Row]):
-  """Sort key of row names: :data:`ROWS`' order, then the others as given."""
-  names = list(ROWS) + [r.name for r in rows if r.name not in ROWS]
+  """Sort key of row names: the declared rows' order (:func:`row_table`), then the others as given."""
+  named = [row.name for row in declared_rows()]
+  names = named + [r.name for r in rows if r.name not in named]
   return lambda name: names.index(name) if name in names else len(names)
 
 
@@ -160,5 +166,8 @@ def tree_label(kind: str, values: dict) -> str | None:
 
 
 def small_model_of(options_of: dict) -> str:
-  """The small model of the draft_model / SpecInfer rows (real.json's ``meta.drafter``), "" when none."""
-  return next((v.get("checkpoint", "") for v in options_of.values() if v["kind"] in ("draft_model", "specinfer")), "")
+  """The small model of the rows whose kind drafts with one (``KindSpec.small_model``: draft_model,
+  SpecInfer; real.json's ``meta.drafter``), "" when none."""
+  import specjax  # pylint: disable=import-outside-toplevel
+  return next((v.get("checkpoint", "") for v in options_of.values()
+               if specjax.drafters.spec(v["kind"]).small_model is not None), "")

@@ -2,7 +2,7 @@
 registry every command builds them from (``register_kind``/``build``; a kind's declaration:
 spec.KindSpec; the shipped kinds' declarations: ``specjax/kinds``)."""
 from specjax.drafters.base import Draft, Drafter, Prefill
-from specjax.drafters.spec import Case, Demo, KindSpec, Options
+from specjax.drafters.spec import Case, Demo, KindSpec, Options, Row
 from specjax.drafters.registry import (build, drafter_section, import_modules, kinds, make_options, option_values,
                                        options_class, parse_drafter, register, register_kind, spec, specs)
 from specjax.drafters.draft_model import DraftModel
@@ -16,7 +16,7 @@ from specjax.drafters.eagle import DynamicTree, Eagle
 from specjax.drafters.recycling import Recycling
 from specjax.drafters.suffix import Hybrid, Suffix
 
-__all__ = ["Case", "Demo", "Draft", "Drafter", "KindSpec", "Prefill", "Options", "build", "drafter_section",
+__all__ = ["Case", "Demo", "Draft", "Drafter", "KindSpec", "Prefill", "Options", "Row", "build", "drafter_section",
            "import_modules", "kinds", "make_options", "option_values", "options_class", "parse_drafter", "register", "register_kind", "spec", "specs",
            "DraftModel", "NGram", "SpecInfer", "Medusa", "TableDrafter", "MTP", "DFlash", "Eagle", "DynamicTree",
            "Recycling", "Suffix", "Hybrid"]

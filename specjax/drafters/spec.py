@@ -95,6 +95,19 @@ class Demo:
 
 
 @dataclasses.dataclass(frozen=True)
+class Row:
+  """A named row of ``bench families --target`` (:mod:`specjax.bench.real_rows`): a drafter trained for
+  SmolLM2-135M at its trained settings, as typed on the command line (``drafter``: ``KIND[:CHECKPOINT]``,
+  ``options``: ``KIND.OPTION=VALUE`` strings). ``order``: where the row stands among every kind's rows
+  (ascending; equal orders keep registration order); ``default``: measured when ``--drafters`` is not given."""
+  name: str
+  drafter: str
+  options: tuple = ()
+  order: int = 100
+  default: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class KindSpec:
   """A drafter kind, declared once.
 
@@ -105,6 +118,7 @@ class KindSpec:
   - ``cases``: the exactness matrix's cells, a sequence of :class:`Case` or a function returning one
     (called when the matrix is built, so a kind's module stays cheap to import).
   - ``demos``: the demo benchmark configurations (:class:`Demo`) that ``bench families``/``batch`` run.
+  - ``rows``: the named rows (:class:`Row`) of the kind's trained drafters that ``bench families --target`` knows.
   - ``small_model(options, model) -> Drafter``: the kind drafts with a separate small model; given one
     (a config's ``drafter.model`` fields), this builds the drafter around it.
   - ``head``, ``head_config``: the trained head's module class and its config dataclass (a saved head's
@@ -118,6 +132,7 @@ class KindSpec:
   label: str = ""
   cases: Callable[[], Sequence[Case]] | Sequence[Case] = ()
   demos: tuple = ()
+  rows: tuple = ()
   small_model: Callable | None = None
   head: type | None = None
   head_config: type | None = None
@@ -162,6 +177,8 @@ def check(spec: KindSpec) -> KindSpec:
   for demo in spec.demos:
     if not isinstance(demo, Demo):
       raise TypeError(f"register({kind!r}): demos must be specjax.drafters.Demo, got {demo!r}")
+  for row in spec.rows:
+    _check_row(kind, options, row)
   if (spec.head is None) != (spec.head_config is None):
     raise TypeError(f"register({kind!r}): head and head_config come together (the module class and its config)")
   if spec.head is not None and not isinstance(getattr(spec.head, "family", None), str):
@@ -170,6 +187,21 @@ def check(spec: KindSpec) -> KindSpec:
   if not callable(spec.cases):
     spec.exactness_cases()  # a tuple is checked now; a function when the matrix calls it
   return spec
+
+
+def _check_row(kind, options, row):
+  if not isinstance(row, Row):
+    raise TypeError(f"register({kind!r}): rows must be specjax.drafters.Row, got {row!r}")
+  if not row.name.isidentifier() or row.drafter.partition(":")[0] != kind:
+    raise ValueError(f"register({kind!r}): row {row.name!r} must have an identifier for a name and a drafter "
+                     f"of its own kind ('{kind}[:CHECKPOINT]'), got {row.drafter!r}")
+  names = [f.name for f in dataclasses.fields(options)]
+  for text in row.options:
+    head, eq, _ = text.partition("=")
+    owner, _, key = head.partition(".")
+    if not eq or owner != kind or key not in names:
+      raise ValueError(f"register({kind!r}): row {row.name!r}: option {text!r} must read {kind}.OPTION=VALUE "
+                       f"with OPTION one of {', '.join(names)}")
 
 
 def _check_arity(kind, field, fn, n, form):

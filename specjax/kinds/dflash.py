@@ -47,4 +47,6 @@ def cases() -> tuple[drafters.Case, ...]:
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="dflash", build=build, options=HeadOptions, cases=cases, train="specjax.train.commands.dflash",
     head=block_drafter.BlockDrafter, head_config=block_drafter.BlockDrafterConfig,
-    demos=(drafters.Demo("dflash", "dflash_demo.py"),)))
+    demos=(drafters.Demo("dflash", "dflash_demo.py"),),
+    # gamma: its trained block size less one (specjax.bench.real_rows.resolved_values)
+    rows=(drafters.Row("dflash", "dflash:runs/smollm2_dflash/head", order=70),)))

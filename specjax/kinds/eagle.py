@@ -92,4 +92,7 @@ SPEC = drafters.register_kind(drafters.KindSpec(
     kind="eagle", build=build, options=EagleOptions, cases=cases, train="specjax.train.commands.eagle",
     head=eagle_head.EagleHead, head_config=eagle_head.EagleConfig,
     demos=(drafters.Demo("eagle", "eagle_demo.py"), drafters.Demo("eagle_static", "eagle_demo.py", {"drafter.tree": "static"}),
-           drafters.Demo("eagle_dynamic", "eagle_demo.py", {"drafter.tree": "dynamic"}))))
+           drafters.Demo("eagle_dynamic", "eagle_demo.py", {"drafter.tree": "dynamic"})),
+    rows=(drafters.Row("eagle", "eagle:smollm2/eagle", ("eagle.tree=chain", "eagle.gamma=4"), order=80),
+          drafters.Row("eagle_dynamic", "eagle:smollm2/eagle",
+                       ("eagle.tree=dynamic", "eagle.gamma=4", "eagle.top_k=4", "eagle.total_tokens=8"), order=81))))

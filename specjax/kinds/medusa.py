@@ -81,4 +81,7 @@ def cases() -> tuple[drafters.Case, ...]:
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="medusa", build=build, options=MedusaOptions, label="Medusa heads", cases=cases, train="specjax.train.commands.medusa",
     head=heads_lib.MedusaHeads, head_config=heads_lib.MedusaConfig,
-    demos=(drafters.Demo("medusa", "medusa_demo.py"),)))
+    demos=(drafters.Demo("medusa", "medusa_demo.py"),),
+    rows=(drafters.Row("medusa", "medusa:smollm2/medusa", ("medusa.tree=chain3+1x2",), order=60),
+          drafters.Row("medusa_typical", "medusa:smollm2/medusa", ("medusa.tree=chain3+1x2", "medusa.acceptance=typical"),
+                       order=61))))

@@ -47,4 +47,5 @@ def cases() -> tuple[drafters.Case, ...]:
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="mtp", build=build, options=HeadOptions, label="MTP head", cases=cases,
     head=heads_lib.MTPHead, head_config=heads_lib.MTPConfig, train="specjax.train.commands.mtp",
-    demos=(drafters.Demo("mtp", "mtp_demo.py"),)))
+    demos=(drafters.Demo("mtp", "mtp_demo.py"),),
+    rows=(drafters.Row("mtp", "mtp:smollm2/mtp", ("mtp.gamma=3",), order=50),)))

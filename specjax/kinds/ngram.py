@@ -31,4 +31,5 @@ def cases() -> tuple[drafters.Case, ...]:
 
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="ngram", build=build, options=NGramOptions, label="n-gram", cases=cases,
-    demos=(drafters.Demo("ngram", "demo.py", {"drafter.kind": "ngram", "drafter.gamma": 4}),)))
+    demos=(drafters.Demo("ngram", "demo.py", {"drafter.kind": "ngram", "drafter.gamma": 4}),),
+    rows=(drafters.Row("ngram", "ngram", ("ngram.n=3", "ngram.gamma=4"), order=30, default=True),)))

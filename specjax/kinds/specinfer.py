@@ -50,4 +50,7 @@ def cases() -> tuple[drafters.Case, ...]:
 
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="specinfer", build=build, options=SpecInferOptions, cases=cases,
-    small_model=with_model, demos=(drafters.Demo("specinfer", "specinfer_demo.py"),)))
+    small_model=with_model, demos=(drafters.Demo("specinfer", "specinfer_demo.py"),),
+    # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
+    rows=(drafters.Row("specinfer", "specinfer:smollm2/draft_lm",
+                       ("specinfer.paths=chain4+1x2", "specinfer.siblings=without_replacement"), order=20),)))

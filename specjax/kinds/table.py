@@ -50,4 +50,6 @@ def cases() -> tuple[drafters.Case, ...]:
 
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="table", build=build, options=TableOptions, cases=cases,
-    demos=(drafters.Demo("table", "table_demo.py"),)))
+    demos=(drafters.Demo("table", "table_demo.py"),),
+    # a bigram table over the most frequent tokens of the target's training generations (corpus: --data)
+    rows=(drafters.Row("table", "table", ("table.k=4096", "table.gamma=4"), order=40),)))

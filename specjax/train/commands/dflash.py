@@ -66,7 +66,7 @@ def train_demo(opt) -> int:
     print(json.dumps(evaluate(opt, target, heads.load_head(out)), indent=2))
     return 0
   tc = target.config
-  layers = block_drafter.spaced_layers(tc.num_layers, opt.num_feature_layers)
+  layers = feature_layers(opt, target)
   module = block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
       vocab_size=tc.vocab_size, d_model=tc.d_model, num_layers=opt.num_layers, num_heads=tc.num_heads,
       num_kv_heads=tc.num_kv_heads, head_dim=tc.head_dim, mlp_dim=opt.mlp_dim, target_layers=layers,
@@ -85,9 +85,34 @@ def train_demo(opt) -> int:
                                   lambda: evaluate(opt, target, head))
 
 
+def feature_layers(opt, target) -> tuple:
+  """The target layers fused into the context feature (``--num_feature_layers``, spread evenly)."""
+  return block_drafter.spaced_layers(target.config.num_layers, opt.num_feature_layers)
+
+
+def make_real(opt, target, subset):
+  """``--data=real``: blocks of ``--block_size`` (gamma = block_size - 1) over :func:`feature_layers`
+  (:func:`train_heads.dflash_loss`), saved in bfloat16."""
+  tc = target.config
+  module = block_drafter.BlockDrafter(block_drafter.BlockDrafterConfig(
+      vocab_size=tc.vocab_size, d_model=tc.d_model, num_layers=opt.num_layers, num_heads=tc.num_heads,
+      num_kv_heads=tc.num_kv_heads, head_dim=tc.head_dim, mlp_dim=opt.mlp_dim,
+      target_layers=feature_layers(opt, target), block_size=opt.block_size, rope_theta=tc.rope_theta,
+      norm_eps=tc.norm_eps))
+  init = heads.init_head(module, opt.seed)
+  drafter_fn = lambda p: specjax.drafters.DFlash(init.replace(params=p), subset)  # noqa: E731
+  save_fn = lambda p, folder: heads.save_head(init.replace(params=p), folder, dtype="bfloat16")  # noqa: E731
+  return init.params, train_heads.dflash_loss(module, target, opt.decay, subset_K=subset), drafter_fn, save_fn
+
+
+REAL = real_heads.RealHeadRecipe(
+    "dflash", make_real, eval_gammas=lambda opt: [int(g) for g in opt.eval_gammas] or [opt.block_size - 1],
+    feature_layers=feature_layers, anchors=lambda opt: (opt.block_size, opt.anchors))
+
+
 def run(fv) -> int:
   return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
-                            lambda opt: real_heads.run(opt, "dflash"))
+                            lambda opt: real_heads.run(opt, REAL))
 
 
 def main(argv) -> int:

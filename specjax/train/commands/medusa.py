@@ -23,6 +23,7 @@ from absl import flags
 import numpy as np
 
 from specjax import checkpoint
+from specjax import tree as tree_lib
 from specjax.data.tokenizer import ByteTokenizer
 from specjax.drafters import medusa as medusa_lib
 from specjax.train import heads as train_heads
@@ -87,9 +88,28 @@ def train_demo(opt) -> int:
   return 0
 
 
+def real_paths(opt):
+  """``--data=real``: the trees measured after training, a chain over every head and a small 2-wide tree."""
+  return tree_lib.parse_chain_paths(f"chain{opt.num_heads}+1x{opt.num_heads - 1}")
+
+
+def make_real(opt, target, subset):
+  """``--data=real``: ``--num_heads`` residual heads on the target's LM head
+  (:func:`medusa_train.medusa_kl_loss`), saved in float16."""
+  init = medusa_lib.init_heads(None, opt.num_heads, target.config.d_model)
+  drafter_fn = lambda p: medusa_lib.Medusa.create(target, p, real_paths(opt), subset_K=subset)  # noqa: E731
+  save_fn = lambda p, folder: medusa_lib.save_heads(p, folder, dtype="float16", k=opt.k)  # noqa: E731
+  lm_head = drafter_fn(init).lm_head_ExV  # the target's LM head, its subset's columns when truncated
+  return init, medusa_train.medusa_kl_loss(lm_head, opt.num_heads), drafter_fn, save_fn
+
+
+# acceptance at the depth of the trees measured
+REAL = real_heads.RealHeadRecipe("medusa", make_real, eval_gammas=lambda opt: [max(map(len, real_paths(opt)))])
+
+
 def run(fv) -> int:
   return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
-                            lambda opt: real_heads.run(opt, "medusa"))
+                            lambda opt: real_heads.run(opt, REAL))
 
 
 def main(argv) -> int:

@@ -80,9 +80,23 @@ def train_demo(opt) -> int:
                                   lambda: evaluate(opt, target, head))
 
 
+def make_real(opt, target, subset):
+  """``--data=real``: the head unrolled ``--depth`` steps (:func:`train_heads.mtp_loss`), saved in bfloat16."""
+  tc = target.config
+  module = heads.MTPHead(heads.MTPConfig(vocab_size=tc.vocab_size, d_model=tc.d_model, mlp_dim=opt.mlp_dim,
+                                         num_blocks=opt.num_blocks, norm_eps=tc.norm_eps))
+  init = heads.init_head(module, opt.seed)
+  drafter_fn = lambda p: specjax.drafters.MTP(init.replace(params=p), subset)  # noqa: E731
+  save_fn = lambda p, folder: heads.save_head(init.replace(params=p), folder, dtype="bfloat16")  # noqa: E731
+  return init.params, train_heads.mtp_loss(module, target, opt.depth, subset_K=subset), drafter_fn, save_fn
+
+
+REAL = real_heads.RealHeadRecipe("mtp", make_real, eval_gammas=lambda opt: [int(g) for g in opt.eval_gammas])
+
+
 def run(fv) -> int:
   return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
-                            lambda opt: real_heads.run(opt, "mtp"))
+                            lambda opt: real_heads.run(opt, REAL))
 
 
 def main(argv) -> int:
