@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import pathlib
@@ -52,28 +51,6 @@ def pad(rows, width):
   for i, r in enumerate(rows):
     out[i, :len(r)] = r
   return out, np.array([len(r) for r in rows], np.int32)
-
-
-def full_vocab_twin(drafter, target):
-  """The drafter's architecture with a full-vocabulary head (random): c without truncation."""
-  from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
-  cfg = dataclasses.replace(drafter.model.config, out_vocab=0)
-  return drafter.replace(model=draft_lm.init(cfg, target, seed=0), subset_K=None)
-
-
-def eagle_full_vocab_twin(drafter):
-  from specjax.models import heads  # pylint: disable=import-outside-toplevel
-  module = drafter.head.module
-  twin = heads.init_head(type(module)(dataclasses.replace(module.cfg, draft_vocab_size=0)), 0)
-  return drafter.replace(head=twin, subset_K=None)
-
-
-def heads_full_vocab_twin(drafter, target):
-  """MTP / DFlash / Medusa without the subset: the same weights over the target's whole LM head."""
-  if drafter.name in ("mtp", "dflash"):
-    return drafter.replace(subset_K=None)
-  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
-  return medusa.Medusa.create(target, drafter.heads, drafter.paths)
 
 
 def load_drafters(rows, target, data) -> tuple[dict, dict]:
@@ -137,17 +114,11 @@ def costs(target, drafter, batch, gamma, sampling, max_new_tokens) -> tuple:
 
 def full_vocab_cost(kind, drafter, target, batch, gamma, sampling, max_new_tokens):
   """c of the drafter without its truncated vocabulary (None when it has none, or the kind has no twin)."""
-  if getattr(drafter, "subset_K", None) is None:
+  import specjax  # pylint: disable=import-outside-toplevel
+  twin = specjax.drafters.spec(kind).full_vocab_twin  # none for a table: its vocabulary is what it counts
+  if getattr(drafter, "subset_K", None) is None or twin is None:
     return None
-  if kind in ("draft_model", "specinfer"):
-    twin = full_vocab_twin(drafter, target)
-  elif kind == "eagle":
-    twin = eagle_full_vocab_twin(drafter)
-  elif kind in ("mtp", "dflash", "medusa"):
-    twin = heads_full_vocab_twin(drafter, target)
-  else:  # a table's truncated vocabulary is what it counts, not a cost saved
-    return None
-  return costs(target, twin, batch, gamma, sampling, max_new_tokens)[0]
+  return costs(target, twin(drafter, target), batch, gamma, sampling, max_new_tokens)[0]
 
 
 def run(fv, argv, batch_sizes, temperatures) -> int:
@@ -199,15 +170,13 @@ def run(fv, argv, batch_sizes, temperatures) -> int:
     c_full = full_vocab_cost(kind, drafter, target, batches[0], gamma, sampling, max_new)
     if c_full is not None:
       row["c_full_vocab"] = round(c_full, 4)
-    if kind != "ngram" and getattr(drafter, "subset_K", None) is not None:
+    if getattr(drafter, "subset_K", None) is not None:
       row["k"] = int(drafter.subset_K.shape[0])
     tree = real_rows.tree_label(kind, options_of[family])
-    if kind == "specinfer":
+    if tree is not None:
       row["tree"] = f"{tree}, {num_nodes(drafter, gamma) - 1} nodes"
     if drafter.lossy_reason(sampling) is not None:
       row["lossy"] = True
-    if kind == "medusa":  # after lossy: the key order real.json has always had
-      row["tree"] = f"{tree}, {num_nodes(drafter, gamma) - 1} nodes"
     results.append(row)
     rows = sorted(kept + results, key=lambda r: order(r["family"]))  # stable: B, T order kept
     meta = {"argv": list(argv), "target": fv.target, "drafter": real_rows.small_model_of(options_of),

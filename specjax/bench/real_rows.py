@@ -108,26 +108,11 @@ def order_key(rows: list[Row]):
   return lambda name: names.index(name) if name in names else len(names)
 
 
-def tree_depth(kind: str, values: dict):
-  """The depth of a SpecInfer or Medusa tree (their gamma), from its options; None for other kinds."""
-  from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
-  from specjax.drafters import medusa  # pylint: disable=import-outside-toplevel
-  import specjax  # pylint: disable=import-outside-toplevel
-  if kind not in ("specinfer", "medusa"):
-    return None
-  options = specjax.drafters.make_options(kind, values)
-  if kind == "specinfer":
-    return max(map(len, tree_lib.parse_chain_paths(options.paths))) if options.paths else len(options.children)
-  if options.tree == "mc_sim_7b_63":
-    return max(map(len, medusa.MC_SIM_7B_63))
-  return max(map(len, tree_lib.parse_chain_paths(options.tree))) if options.tree else len(options.top_k)
-
-
 def resolved_values(row: Row, data) -> dict:
-  """The row's options as built: a trained head's folder found (else an error), the table's corpus
-  the ``data`` folder unless given, and gamma (unless given) the tree's depth or DFlash's trained block."""
+  """The row's options as built: a trained head's folder found (else an error), then completed by its
+  kind (``KindSpec.row_values``: e.g. gamma from a tree's depth or a trained block, a corpus from ``data``)."""
   import specjax  # pylint: disable=import-outside-toplevel
-  from specjax.models import heads, store  # pylint: disable=import-outside-toplevel
+  from specjax.models import heads  # pylint: disable=import-outside-toplevel
   values = dict(row.values)
   if specjax.drafters.spec(row.kind).head is not None:
     folder = heads.resolve(values.get("checkpoint", ""))
@@ -135,15 +120,11 @@ def resolved_values(row: Row, data) -> dict:
       raise common.UsageError(f"no {row.name} weights at {values.get('checkpoint', '')!r} "
                               f"(python -m specjax.train {row.kind} --data=real)")
     values["checkpoint"] = str(folder)
-  if row.kind == "table" and not values.get("corpus"):
-    values["corpus"] = str(data)
-  if "gamma" not in values:
-    depth = tree_depth(row.kind, values)
-    if depth is not None:
-      values["gamma"] = depth
-    elif row.kind == "dflash":
-      values["gamma"] = store.read_meta(values["checkpoint"])["config"]["block_size"] - 1
-  return values
+  depth = tree_depth(row.kind, values)
+  if "gamma" not in values and depth is not None:
+    values["gamma"] = depth
+  complete = specjax.drafters.spec(row.kind).row_values
+  return complete(values, data) if complete is not None else values
 
 
 def build_row(row: Row, values: dict, target) -> tuple:
@@ -157,12 +138,21 @@ def build_row(row: Row, values: dict, target) -> tuple:
 
 
 def tree_label(kind: str, values: dict) -> str | None:
-  """A SpecInfer or Medusa row's tree as its options give it (real.json's ``tree``, with its node count)."""
-  if kind == "specinfer":
-    return values.get("paths") or "children=" + ",".join(map(str, values.get("children", ())))
-  if kind == "medusa":
-    return values.get("tree", "") or "top_k=" + ",".join(map(str, values.get("top_k", ())))
-  return None
+  """A tree row's tree as its options give it (real.json's ``tree``; ``KindSpec.row_tree``), else None."""
+  tree = _row_tree(kind, values)
+  return None if tree is None else tree[0]
+
+
+def tree_depth(kind: str, values: dict) -> int | None:
+  """The depth of a tree row's tree (its gamma unless given), else None."""
+  tree = _row_tree(kind, values)
+  return None if tree is None else tree[1]
+
+
+def _row_tree(kind: str, values: dict):
+  import specjax  # pylint: disable=import-outside-toplevel
+  row_tree = specjax.drafters.spec(kind).row_tree
+  return None if row_tree is None else row_tree(values)
 
 
 def small_model_of(options_of: dict) -> str:

@@ -125,6 +125,12 @@ class KindSpec:
     ``config.json`` names the module's ``family``; :func:`specjax.models.heads.load_head` reads it).
   - ``train``: the module of the kind's ``python -m specjax.train <kind>`` command (``main(argv) -> int``),
     as a dotted name: it is imported only when that command runs.
+  - ``row_tree(values) -> (label, depth)``: a tree kind's tree as a ``bench families --target`` row's
+    options give it (real.json's ``tree``; the depth is the row's gamma unless it sets one).
+  - ``row_values(values, data) -> values``: a row's option values completed for the run (``data``: the
+    target's ``train data`` folder), e.g. a corpus, or gamma from a trained block.
+  - ``full_vocab_twin(drafter, target) -> Drafter``: the drafter without its truncated vocabulary (its
+    draft cost over the whole vocabulary, real.json's ``c_full_vocab``); called only when it has one.
   """
   kind: str
   build: Callable[[Any, Any], Any]
@@ -137,6 +143,9 @@ class KindSpec:
   head: type | None = None
   head_config: type | None = None
   train: str = ""
+  row_tree: Callable | None = None
+  row_values: Callable | None = None
+  full_vocab_twin: Callable | None = None
 
   @property
   def display(self) -> str:
@@ -169,8 +178,11 @@ def check(spec: KindSpec) -> KindSpec:
     raise TypeError(f"register({kind!r}): options class {options.__name__} must be frozen: "
                     "@dataclasses.dataclass(frozen=True)")
   _check_arity(kind, "build", spec.build, 2, "build(options, target)")
-  if spec.small_model is not None:
-    _check_arity(kind, "small_model", spec.small_model, 2, "small_model(options, model)")
+  for field, n, form in (("small_model", 2, "small_model(options, model)"),
+                         ("row_tree", 1, "row_tree(values)"), ("row_values", 2, "row_values(values, data)"),
+                         ("full_vocab_twin", 2, "full_vocab_twin(drafter, target)")):
+    if getattr(spec, field) is not None:
+      _check_arity(kind, field, getattr(spec, field), n, form)
   if spec.train and not (isinstance(spec.train, str) and all(p.isidentifier() for p in spec.train.split("."))):
     raise TypeError(f"register({kind!r}): train must be a module's dotted name (its main(argv) trains the kind), "
                     f"got {spec.train!r}")

@@ -27,6 +27,15 @@ def small_model(checkpoint: str, target):
   return loading.load_pretrained(checkpoint)[0], None
 
 
+def full_vocab_small_model(drafter, target):
+  """A draft_lm drafter's architecture with a full-vocabulary output, random (what truncation saves in
+  draft cost; its drafts are not used)."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
+  cfg = dataclasses.replace(drafter.model.config, out_vocab=0)
+  return drafter.replace(model=draft_lm.init(cfg, target, seed=0), subset_K=None)
+
+
 def subset_beside(checkpoint):
   """The truncated vocabulary saved beside a head's weights (None: none, or no such folder)."""
   folder = heads_lib.resolve(checkpoint)

@@ -6,7 +6,7 @@ import numpy as np
 from specjax import drafters
 from specjax.drafters import weights
 from specjax.drafters.dflash import DFlash
-from specjax.kinds.mtp import HeadOptions, head_cases
+from specjax.kinds.mtp import HeadOptions, head_cases, without_subset
 from specjax.models import block_drafter
 from specjax.models import heads as heads_lib
 
@@ -23,6 +23,15 @@ def build(options: HeadOptions, target) -> DFlash:
     print(f"NOTE: DFlash trained with block size {drafter.block_size} (gamma {drafter.block_size - 1}) runs "
           f"at gamma {options.gamma}: exact, but expect lower acceptance")
   return drafter
+
+
+def row_values(values: dict, data) -> dict:
+  """A bench row's gamma, unless given: its trained block size less one."""
+  del data
+  if "gamma" not in values:
+    from specjax.models import store  # pylint: disable=import-outside-toplevel
+    values = {**values, "gamma": store.read_meta(values["checkpoint"])["config"]["block_size"] - 1}
+  return values
 
 
 def tiny_head(m):
@@ -48,5 +57,5 @@ SPEC = drafters.register_kind(drafters.KindSpec(
     kind="dflash", build=build, options=HeadOptions, cases=cases, train="specjax.train.commands.dflash",
     head=block_drafter.BlockDrafter, head_config=block_drafter.BlockDrafterConfig,
     demos=(drafters.Demo("dflash", "dflash_demo.py"),),
-    # gamma: its trained block size less one (specjax.bench.real_rows.resolved_values)
+    row_values=row_values, full_vocab_twin=without_subset,
     rows=(drafters.Row("dflash", "dflash:runs/smollm2_dflash/head", order=70),)))

@@ -35,5 +35,5 @@ def cases() -> tuple[drafters.Case, ...]:
 
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="draft_model", build=build, options=DraftModelOptions, label="draft model", cases=cases,
-    small_model=with_model, train="specjax.train.commands.draft_model", demos=(drafters.Demo("draft_model", "demo.py"),),
+    small_model=with_model, full_vocab_twin=weights.full_vocab_small_model, train="specjax.train.commands.draft_model", demos=(drafters.Demo("draft_model", "demo.py"),),
     rows=(drafters.Row("draft_lm", "draft_model:smollm2/draft_lm", ("draft_model.gamma=5",), order=10, default=True),)))

@@ -88,9 +88,17 @@ def cases() -> tuple[drafters.Case, ...]:
 
 
 
+def full_vocab_twin(drafter, target):
+  """The head's architecture over the whole vocabulary (random: a cost, not a draft)."""
+  del target
+  module = drafter.head.module
+  twin = heads_lib.init_head(type(module)(dataclasses.replace(module.cfg, draft_vocab_size=0)), 0)
+  return drafter.replace(head=twin, subset_K=None)
+
+
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="eagle", build=build, options=EagleOptions, cases=cases, train="specjax.train.commands.eagle",
-    head=eagle_head.EagleHead, head_config=eagle_head.EagleConfig,
+    head=eagle_head.EagleHead, head_config=eagle_head.EagleConfig, full_vocab_twin=full_vocab_twin,
     demos=(drafters.Demo("eagle", "eagle_demo.py"), drafters.Demo("eagle_static", "eagle_demo.py", {"drafter.tree": "static"}),
            drafters.Demo("eagle_dynamic", "eagle_demo.py", {"drafter.tree": "dynamic"})),
     rows=(drafters.Row("eagle", "eagle:smollm2/eagle", ("eagle.tree=chain", "eagle.gamma=4"), order=80),

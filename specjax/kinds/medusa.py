@@ -21,6 +21,30 @@ class MedusaOptions(drafters.Options):
   num_heads: int = 0             # untrained heads only; 0: the tree's depth
 
 
+def tree_paths(options: MedusaOptions):
+  """The tree's node paths, from ``tree`` (or dense from ``top_k``)."""
+  if options.tree == "mc_sim_7b_63":
+    return medusa.MC_SIM_7B_63
+  if options.tree.startswith("chain"):
+    return tree_lib.parse_chain_paths(options.tree)
+  if options.tree:
+    raise ValueError(f"medusa tree={options.tree!r}: expected 'mc_sim_7b_63', 'chainDEPTH[+DxLEN...]' or '' "
+                     "(a dense tree from top_k)")
+  return tree_lib.full_paths(tuple(options.top_k))
+
+
+def row_tree(values: dict) -> tuple[str, int]:
+  """A bench row's tree: its ``tree`` or dense ``top_k``, and its depth."""
+  options = MedusaOptions(**values)
+  label = options.tree or "top_k=" + ",".join(map(str, options.top_k))
+  return label, max(map(len, tree_paths(options)))
+
+
+def full_vocab_twin(drafter: medusa.Medusa, target) -> medusa.Medusa:
+  """The same heads over the target's whole LM head."""
+  return medusa.Medusa.create(target, drafter.heads, drafter.paths)
+
+
 def build(options: MedusaOptions, target) -> medusa.Medusa:
   folder = heads_lib.resolve(options.checkpoint)
   trained = folder is not None and ((folder / store.CONFIG_FILE).is_file() or (folder / "heads.npz").is_file())
@@ -32,15 +56,7 @@ def build(options: MedusaOptions, target) -> medusa.Medusa:
     heads, subset = None, None
   elif heads is None:
     print(f"NOTE: no Medusa heads at {options.checkpoint!r}; using untrained heads (exact, rarely accepted).")
-  if options.tree == "mc_sim_7b_63":
-    paths = medusa.MC_SIM_7B_63
-  elif options.tree.startswith("chain"):
-    paths = tree_lib.parse_chain_paths(options.tree)
-  elif options.tree:
-    raise ValueError(f"medusa tree={options.tree!r}: expected 'mc_sim_7b_63', 'chainDEPTH[+DxLEN...]' or '' "
-                     "(a dense tree from top_k)")
-  else:
-    paths = tree_lib.full_paths(tuple(options.top_k))
+  paths = tree_paths(options)
   depth = max(len(p) for p in paths)
   if heads is None:
     heads = medusa.init_heads(None, max(depth, options.num_heads), target.config.d_model)
@@ -80,7 +96,7 @@ def cases() -> tuple[drafters.Case, ...]:
 
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="medusa", build=build, options=MedusaOptions, label="Medusa heads", cases=cases, train="specjax.train.commands.medusa",
-    head=heads_lib.MedusaHeads, head_config=heads_lib.MedusaConfig,
+    head=heads_lib.MedusaHeads, head_config=heads_lib.MedusaConfig, row_tree=row_tree, full_vocab_twin=full_vocab_twin,
     demos=(drafters.Demo("medusa", "medusa_demo.py"),),
     rows=(drafters.Row("medusa", "medusa:smollm2/medusa", ("medusa.tree=chain3+1x2",), order=60),
           drafters.Row("medusa_typical", "medusa:smollm2/medusa", ("medusa.tree=chain3+1x2", "medusa.acceptance=typical"),

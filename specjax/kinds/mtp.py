@@ -22,6 +22,12 @@ def build(options: HeadOptions, target) -> MTP:
   return MTP(head, weights.subset_beside(options.checkpoint))
 
 
+def without_subset(drafter, target):
+  """The same head over the target's whole vocabulary (MTP, DFlash)."""
+  del target
+  return drafter.replace(subset_K=None)
+
+
 def tiny_head(m):
   from specjax.train import heads as train_heads  # pylint: disable=import-outside-toplevel
   head = heads_lib.init_head(heads_lib.MTPHead(heads_lib.MTPConfig(vocab_size=m.target.vocab_size,
@@ -47,5 +53,6 @@ def cases() -> tuple[drafters.Case, ...]:
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="mtp", build=build, options=HeadOptions, label="MTP head", cases=cases,
     head=heads_lib.MTPHead, head_config=heads_lib.MTPConfig, train="specjax.train.commands.mtp",
+    full_vocab_twin=without_subset,
     demos=(drafters.Demo("mtp", "mtp_demo.py"),),
     rows=(drafters.Row("mtp", "mtp:smollm2/mtp", ("mtp.gamma=3",), order=50),)))

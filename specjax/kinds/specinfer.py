@@ -30,6 +30,14 @@ def build(options: SpecInferOptions, target) -> SpecInfer:
   return drafter
 
 
+def row_tree(values: dict) -> tuple[str, int]:
+  """A bench row's tree: its ``paths`` or per-depth ``children``, and its depth."""
+  options = SpecInferOptions(**values)
+  label = options.paths or "children=" + ",".join(map(str, options.children))
+  depth = max(map(len, tree_lib.parse_chain_paths(options.paths))) if options.paths else len(options.children)
+  return label, depth
+
+
 def _case(m, children=(2, 2), siblings="without_replacement", paths=(), subset=False, sharp=True):
   return SpecInfer(m.sharp if sharp else m.small, children=children, siblings=siblings, paths=paths,
                    subset_K=m.subset_K if subset else None)
@@ -50,7 +58,7 @@ def cases() -> tuple[drafters.Case, ...]:
 
 SPEC = drafters.register_kind(drafters.KindSpec(
     kind="specinfer", build=build, options=SpecInferOptions, cases=cases,
-    small_model=with_model, demos=(drafters.Demo("specinfer", "specinfer_demo.py"),),
+    small_model=with_model, row_tree=row_tree, full_vocab_twin=weights.full_vocab_small_model, demos=(drafters.Demo("specinfer", "specinfer_demo.py"),),
     # without replacement: lossless at T > 0; top-k at T = 0 whatever the mode
     rows=(drafters.Row("specinfer", "specinfer:smollm2/draft_lm",
                        ("specinfer.paths=chain4+1x2", "specinfer.siblings=without_replacement"), order=20),)))

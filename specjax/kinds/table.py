@@ -36,6 +36,11 @@ def build(options: TableOptions, target) -> TableDrafter:
   return TableDrafter.from_corpus(tokens, target.vocab_size, order=options.order, subset_K=subset_K)
 
 
+def row_values(values: dict, data) -> dict:
+  """A bench row counts its table from the target's ``train data`` folder unless given a corpus."""
+  return values if values.get("corpus") else {**values, "corpus": str(data)}
+
+
 def cases() -> tuple[drafters.Case, ...]:
   def table(order, subset=False):
     return lambda m: TableDrafter.from_corpus(m.corpus, m.target.vocab_size, order=order,
@@ -49,7 +54,7 @@ def cases() -> tuple[drafters.Case, ...]:
 
 
 SPEC = drafters.register_kind(drafters.KindSpec(
-    kind="table", build=build, options=TableOptions, cases=cases,
+    kind="table", build=build, options=TableOptions, cases=cases, row_values=row_values,
     demos=(drafters.Demo("table", "table_demo.py"),),
     # a bigram table over the most frequent tokens of the target's training generations (corpus: --data)
     rows=(drafters.Row("table", "table", ("table.k=4096", "table.gamma=4"), order=40),)))
