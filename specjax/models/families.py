@@ -107,8 +107,8 @@ def declare(family: Family) -> Family:
   """Registers a model family under its name (its checkpoints' ``family``), replacing an earlier
   declaration of that name. An HF or GGUF architecture name another family imports is an error."""
   others = [f for f in _DECLARED.values() if f.name != family.name]
-  for what, names in (("HF architecture", _hf_table), ("GGUF architecture", _gguf_table)):
-    taken, own = names(others), names([family])
+  for what, table in (("HF architecture", _hf_table), ("GGUF architecture", _gguf_table)):
+    taken, own = table(others), table([family])
     clash = sorted(set(taken) & set(own))
     if clash:
       raise ValueError(f"family {family.name!r} declares {what} {clash[0]!r}, which family "
