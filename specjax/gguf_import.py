@@ -5,7 +5,8 @@ transformers does and hands both to :func:`specjax.hf_import.from_config`, so th
 share one mapping per family. Tensors are dequantized to float32 (``gguf.quants.dequantize``) one
 at a time, as the importer takes them: a 1.5B model is 7 GB in float32.
 
-llama.cpp's quirks, undone here (as transformers' GGUF loader does):
+llama.cpp's quirks, undone here (as transformers' GGUF loader does), declared per
+``general.architecture`` with its family (:class:`specjax.models.families.GGUF`):
 * Llama-architecture Q/K rows are permuted for llama.cpp's interleaved RoPE; specjax uses
   rotate-half, so rows go back: ``w.reshape(heads, d / heads / 2, 2, in).swapaxes(1, 2)``.
 * Gemma's norm weights hold ``1 + w``; specjax's Gemma RMSNorm (``norm_offset=1``) wants ``w``.
@@ -25,11 +26,12 @@ import numpy as np
 
 from specjax.checkpoint import CheckpointError
 from specjax.data import gguf_tokenizer
+from specjax.models import families
 from specjax.models.bundle import Model
 
-# general.architecture -> (HF architecture, HF model_type)
-ARCHITECTURES = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2"),
-                 "qwen3": ("Qwen3ForCausalLM", "qwen3"), "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}
+# general.architecture -> (HF architecture, HF model_type), as the families declare them
+ARCHITECTURES = families.DeclaredView(
+    lambda: {n: (a.hf_names[0], a.model_type) for n, a in families.gguf_architectures().items()})
 
 _GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
                  "output.weight": "lm_head.weight"}
@@ -41,7 +43,6 @@ _BLOCK_NAMES = {
     "attn_norm": "input_layernorm", "post_attention_norm": "post_attention_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
-_FFN_NORM = {"gemma3": "pre_feedforward_layernorm"}  # default: post_attention_layernorm
 _BLOCK_RE = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)$")
 
 
@@ -114,8 +115,7 @@ def metadata(reader) -> dict:
 def hf_config(meta: dict, tensor_shapes: dict, path) -> dict:
   """The transformers-style config dict a GGUF's metadata describes."""
   arch = meta.get("general.architecture")
-  if arch not in ARCHITECTURES:
-    raise CheckpointError(f"{path}: unsupported GGUF architecture {arch!r}; supported: {sorted(ARCHITECTURES)}")
+  declared = _declared(arch, path)
 
   def key(name, default=None, required=True):
     value = meta.get(f"{arch}.{name}", default)
@@ -128,9 +128,9 @@ def hf_config(meta: dict, tensor_shapes: dict, path) -> dict:
   vocab = key("vocab_size", required=False) or tensor_shapes.get("token_embd.weight", (0, 0))[-1]
   if not vocab:
     raise CheckpointError(f"{path}: GGUF file gives no vocabulary size ({arch}.vocab_size, token_embd.weight)")
-  hf_arch, model_type = ARCHITECTURES[arch]
-  cfg = dict(architectures=[hf_arch], model_type=model_type, vocab_size=int(vocab), hidden_size=hidden,
-             num_hidden_layers=int(key("block_count")), intermediate_size=int(key("feed_forward_length")),
+  cfg = dict(architectures=[declared.hf_names[0]], model_type=declared.model_type, vocab_size=int(vocab),
+             hidden_size=hidden, num_hidden_layers=int(key("block_count")),
+             intermediate_size=int(key("feed_forward_length")),
              num_attention_heads=heads, num_key_value_heads=int(key("attention.head_count_kv", heads)),
              head_dim=int(key("attention.key_length", hidden // heads)),
              rms_norm_eps=float(key("attention.layer_norm_rms_epsilon")),
@@ -139,23 +139,31 @@ def hf_config(meta: dict, tensor_shapes: dict, path) -> dict:
   scaling = key("rope.scaling.type", required=False)
   if scaling not in (None, "none"):
     cfg["rope_scaling"] = {"type": scaling, "factor": key("rope.scaling.factor", required=False)}
-  if arch == "gemma3":
-    cfg.update(sliding_window=int(key("attention.sliding_window")), sliding_window_pattern=6,
-               rope_local_base_freq=10000.0, query_pre_attn_scalar=cfg["head_dim"],
-               hidden_activation="gelu_pytorch_tanh")
-  if arch == "llama" and key("attention.sliding_window", required=False):  # Mistral files say llama
-    cfg["sliding_window"] = int(key("attention.sliding_window"))
+  quirks = declared.gguf
+  if quirks.sliding_window != "ignored":  # Mistral files say llama: their window is optional
+    required = quirks.sliding_window == "required"
+    window = key("attention.sliding_window", required=required)
+    if window or required:
+      cfg["sliding_window"] = int(window)
+  cfg.update(quirks.config)
   return cfg
 
 
-def _hf_name(name: str, arch: str, path) -> str:
+def _declared(arch, path) -> families.Architecture:
+  found = families.gguf_architectures()
+  if arch not in found:
+    raise CheckpointError(f"{path}: unsupported GGUF architecture {arch!r}; supported: {sorted(found)}")
+  return found[arch]
+
+
+def _hf_name(name: str, quirks: families.GGUF, path) -> str:
   if name in _GLOBAL_NAMES:
     return _GLOBAL_NAMES[name]
   m = _BLOCK_RE.match(name)
   if m is None or (m.group(2) not in _BLOCK_NAMES and m.group(2) != "ffn_norm"):
     raise CheckpointError(f"{path}: unexpected GGUF tensor {name!r} (a feature specjax does not model?)")
   layer, part, kind = m.groups()
-  hf_part = _FFN_NORM.get(arch, "post_attention_layernorm") if part == "ffn_norm" else _BLOCK_NAMES[part]
+  hf_part = quirks.ffn_norm if part == "ffn_norm" else _BLOCK_NAMES[part]
   return f"model.layers.{layer}.{hf_part}.{kind}"
 
 
@@ -171,12 +179,13 @@ def gguf_weights(reader, cfg: dict, arch: str, path):
   the importer takes it, so a whole float32 copy of the model is never held twice here."""
   from specjax.hf_import import weights as hf_weights  # pylint: disable=import-outside-toplevel
   gguf = _gguf()
+  quirks = _declared(arch, path).gguf
   for t in reader.tensors:  # integer tensors are never weights: name them before anything else
     qtype = gguf.GGMLQuantizationType(t.tensor_type)
     if qtype.name in ("I8", "I16", "I32", "I64"):
       raise CheckpointError(f"{path}: tensor {t.name!r} has type {qtype.name}, which the gguf package "
                             f"cannot dequantize")
-  by_name = {_hf_name(t.name, arch, path): t for t in reader.tensors}
+  by_name = {_hf_name(t.name, quirks, path): t for t in reader.tensors}
 
   def read(name):
     t = by_name[name]
@@ -187,11 +196,11 @@ def gguf_weights(reader, cfg: dict, arch: str, path):
       raise CheckpointError(f"{path}: tensor {t.name!r} has type {qtype.name}, which the gguf package "
                             f"cannot dequantize") from e
     w = np.asarray(w, np.float32).reshape(_hf_shape(t))
-    if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+    if quirks.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
       heads = cfg["num_attention_heads"] if "q_proj" in name else cfg["num_key_value_heads"]
       w = _unpermute(w, heads)
-    if arch == "gemma3" and name.endswith("norm.weight"):
-      w = w - 1.0
+    if quirks.norm_offset and name.endswith("norm.weight"):
+      w = w - quirks.norm_offset
     return w
 
   return hf_weights.Weights({n: _hf_shape(t) for n, t in by_name.items()}, read, {n: str(path) for n in by_name})

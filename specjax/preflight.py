@@ -104,17 +104,11 @@ def describe_checkpoint(source: str) -> ModelInfo | None:
     return ModelInfo(params, *shape, encoder=bool(family and family.encoder_decoder), context=context,
                      context_source=where if context else "")
   from specjax.models import families  # pylint: disable=import-outside-toplevel
-  family = families.of_hf_model_type(meta.get("model_type"))
-  t5 = bool(family and family.encoder_decoder)  # T5's relative positions: no fixed context
-  heads = int(meta.get("num_attention_heads", meta.get("num_heads", 1)) or 1)
-  if t5:
-    shape = (int(meta.get("num_decoder_layers") or meta.get("num_layers", 0)), heads, int(meta.get("d_kv", 0)))
-  else:
-    shape = (int(meta.get("num_hidden_layers", 0)), int(meta.get("num_key_value_heads") or heads),
-             int(meta.get("head_dim") or int(meta.get("hidden_size", 0)) // heads))
-  context = None if t5 else meta.get("max_position_embeddings")
-  return ModelInfo(params, *shape, encoder=t5, context=int(context) if context else None,
-                   context_source=f"{path}/config.json max_position_embeddings" if context else "")
+  family, arch = families.of_hf_config(meta) or (None, None)
+  hf_shape = arch.hf_shape if arch else families.HFShape()  # undeclared: read as a decoder
+  *shape, context = hf_shape.read(meta)
+  return ModelInfo(params, *shape, encoder=bool(family and family.encoder_decoder), context=context,
+                   context_source=f"{path}/config.json {hf_shape.context}" if context else "")
 
 
 def safetensors_params(folder: pathlib.Path) -> int:

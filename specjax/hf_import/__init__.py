@@ -9,9 +9,11 @@
 * ``T5ForConditionalGeneration`` -> ``T5``: v1.1 / FLAN-T5 (gated-GELU, own head) and the original
   T5 (ReLU, tied head with the ``d_model**-0.5`` rescale).
 
-Anything these families can express but specjax does not model (MLP biases, RoPE scaling,
-logit soft-capping, T5 activations other than ReLU and tanh-GELU, ...) is rejected with an error naming the config key, rather than
-imported into a silently different model. ``from_config`` takes the same config dict with
+Anything these families can express but specjax does not model (MLP biases, RoPE scaling, logit
+soft-capping, T5 activations other than ReLU and tanh-GELU, ...) is rejected with an error naming
+the config key, rather than imported into a silently different model. Which architecture is read
+by which importer, with which options, is declared with its family (:mod:`specjax.families`);
+``IMPORTERS`` is a view of those declarations. ``from_config`` takes the same config dict with
 tensors from anywhere (``specjax.gguf_import`` feeds it dequantized GGUF tensors, HF-named).
 """
 from __future__ import annotations
@@ -19,14 +21,12 @@ from __future__ import annotations
 import pathlib
 
 from specjax.checkpoint import CheckpointError
-from specjax.hf_import import decoders, t5
 from specjax.hf_import.weights import Weights, array_weights, read_json, read_safetensors_header, safetensors_weights
+from specjax.models import families
 from specjax.models.bundle import Model
 
-IMPORTERS = {"LlamaForCausalLM": decoders.llama, "MistralForCausalLM": decoders.llama,
-             "Qwen2ForCausalLM": decoders.llama, "Qwen3ForCausalLM": decoders.llama,
-             "Gemma3ForCausalLM": decoders.gemma3, "T5ForConditionalGeneration": t5.t5,
-             "T5WithLMHeadModel": t5.t5}  # the original T5 releases' config.json, written before the rename
+# HF architecture name -> importer(path, source, cfg, weights, overrides), as the families declare them
+IMPORTERS = families.DeclaredView(lambda: {n: a.load for n, a in families.hf_architectures().items()})
 
 __all__ = ["IMPORTERS", "array_weights", "from_config", "from_hf", "read_safetensors_header"]
 
@@ -61,6 +61,7 @@ def from_config(cfg: dict, weights: Weights, path, source: str, mesh=None, **con
 
 def _importer(cfg, path):
   arch = (cfg.get("architectures") or [cfg.get("model_type", "<none>")])[0]
-  if arch not in IMPORTERS:
-    raise CheckpointError(f"{path}: unsupported architecture {arch!r}; supported: {sorted(IMPORTERS)}")
-  return IMPORTERS[arch]
+  declared = families.hf_architectures()
+  if arch not in declared:
+    raise CheckpointError(f"{path}: unsupported architecture {arch!r}; supported: {sorted(declared)}")
+  return declared[arch].load

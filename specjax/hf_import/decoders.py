@@ -1,8 +1,9 @@
 """Decoder-only importers: Llama, Mistral, Qwen2 (q/k/v biases), Qwen3 (q/k norms), Gemma 3 (text).
 
-All map onto :class:`specjax.models.decoder.Decoder`; what differs is a few config fields
-(``norm_offset``, ``sandwich_norms``, ``qk_norm``, ``qkv_bias``, ``layer_windows``, ...) and a
-few extra tensors. HF's ``[out, in]`` projections become ``[in, heads, head_dim]`` by a transpose.
+All map onto :class:`specjax.models.decoder.Decoder` (which architecture uses which importer, with
+which options: :mod:`specjax.families.decoder`); what differs is a few config fields
+(``norm_offset``, ``sandwich_norms``, ``qk_norm``, ``qkv_bias``, ``layer_windows``, ...) and a few
+extra tensors. HF's ``[out, in]`` projections become ``[in, heads, head_dim]`` by a transpose.
 """
 from __future__ import annotations
 
@@ -92,25 +93,24 @@ def _shape(cfg, path):
               mlp_dim=get(cfg, "intermediate_size", path, required=True))
 
 
-def llama(path, source, cfg, w: Weights, overrides):
-  """Llama / Mistral / Qwen2 (q/k/v biases) / Qwen3 (q/k norms): pre-norm, SwiGLU, rotate-half RoPE."""
+def llama(path, source, cfg, w: Weights, overrides, qkv_bias=False, qk_norm=False, qwen_windows=False):
+  """Llama / Mistral, and with options Qwen2 (``qkv_bias``) and Qwen3 (``qk_norm``): pre-norm, SwiGLU,
+  rotate-half RoPE. ``qwen_windows``: the config's ``sliding_window`` applies only with
+  ``use_sliding_window``, from ``max_window_layers`` on (as transformers' Qwen2Config/Qwen3Config)."""
   from specjax.models.decoder import Decoder, DecoderConfig  # pylint: disable=import-outside-toplevel
-  arch = (cfg.get("architectures") or [""])[0]
-  bias = arch == "Qwen2ForCausalLM"  # q/k/v biases always; Llama/Qwen3 attention_bias (o_proj too) is refused
-  qk_norm = arch == "Qwen3ForCausalLM"
-  _check_features(cfg, path, "hidden_act", ("silu", "swish"), bias_ok=bias)
+  # qkv_bias: q/k/v biases always; otherwise attention_bias (o_proj too) is refused
+  _check_features(cfg, path, "hidden_act", ("silu", "swish"), bias_ok=qkv_bias)
   shape = _shape(cfg, path)
   v, e, h, k, d, f = (shape[n] for n in ("vocab_size", "d_model", "num_heads", "num_kv_heads", "head_dim", "mlp_dim"))
-  # Qwen2/3 configs carry a sliding_window that only applies with use_sliding_window
-  qwen_window_off = arch.startswith("Qwen") and not cfg.get("use_sliding_window", False)
-  if arch.startswith("Qwen") and not qwen_window_off and cfg.get("layer_types") is None:
+  qwen_window_off = qwen_windows and not cfg.get("use_sliding_window", False)
+  if qwen_windows and not qwen_window_off and cfg.get("layer_types") is None:
     # as transformers' Qwen2Config/Qwen3Config derive it: layers from max_window_layers on slide
     first = int(cfg.get("max_window_layers", 28))
     cfg = dict(cfg, layer_types=["sliding_attention" if i >= first else "full_attention"
                                  for i in range(shape["num_layers"])])
   windows = () if qwen_window_off else _windows(cfg, path, shape["num_layers"], global_default=False)
   fields = dict(shape, rope_theta=_rope_theta(cfg.get("rope_parameters"), cfg, path),
-                norm_eps=float(get(cfg, "rms_norm_eps", path, 1e-6)), qkv_bias=bias, qk_norm=qk_norm,
+                norm_eps=float(get(cfg, "rms_norm_eps", path, 1e-6)), qkv_bias=qkv_bias, qk_norm=qk_norm,
                 layer_windows=windows)
   # untied until the file says otherwise: room for lm_head (its embedding's sharding does not change)
   flat = placed_params(path, Decoder, DecoderConfig, dict(fields, tie_embeddings=False), overrides, w.mesh)
@@ -118,7 +118,7 @@ def llama(path, source, cfg, w: Weights, overrides):
   flat["final_norm/scale"] = w.take("model.norm.weight", (e,))
   for i in range(shape["num_layers"]):
     src, dst = f"model.layers.{i}", f"layer_{i}"
-    _attn(w, flat, src, dst, e, h, k, d, bias, qk_norm)
+    _attn(w, flat, src, dst, e, h, k, d, qkv_bias, qk_norm)
     _mlp(w, flat, src, dst, e, f)
     flat[f"{dst}/attn_norm/scale"] = w.take(f"{src}.input_layernorm.weight", (e,))
     flat[f"{dst}/mlp_norm/scale"] = w.take(f"{src}.post_attention_layernorm.weight", (e,))
