@@ -1,9 +1,9 @@
-"""The exactness matrix (specjax.bench.exactness) in the suite: every public drafter kind and option.
+"""The exactness matrix (specjax.conformance.matrix) in the suite: every public drafter kind and option.
 
 Full coverage where it costs no compile: every cell's label (its ``lossy_reason`` against the
 matrix's own expectation) and every lossy cell's refusal (``speculative_generate`` refuses before
 compiling). The cells that run cost one compiled loop each (5-15 s on a loaded 2-core CPU), and the
-whole matrix has about 300 (``python -m specjax.bench exactness`` runs them all), so here every exact
+whole matrix has about 300 (``python -m specjax.conformance`` runs them all), so here every exact
 configuration runs one sampled cell, the (sampling, batch shape) pairs rotated over the
 configurations so that each of the nine pairs is run by three or more of them; a representative
 set runs greedy cells; and each wrong accept rule is planted in cells it touches, which must fail.
@@ -17,8 +17,8 @@ import stats_util  # tests/ is on sys.path under pytest
 
 import specjax
 from specjax import tree as tree_lib
-from specjax.bench import exactness
-from specjax.bench import exactness_configs as cfgs
+from specjax.conformance import cases as cfgs
+from specjax.conformance import matrix as exactness
 
 ROWS = 10_000          # rows per sampled cell here (the command's default is 20k)
 POWER_ROWS = 20_000    # rows per wrong-rule cell

@@ -16,8 +16,8 @@ import specjax
 from specjax import adaptive as adaptive_lib
 from specjax import theory
 from specjax import tree as tree_lib
-from specjax.bench import exactness
-from specjax.bench import exactness_configs as cfgs
+from specjax.conformance import cases as cfgs
+from specjax.conformance import matrix as exactness
 from specjax.drafters import recycling
 from specjax.kinds import recycling as recycling_kind
 

@@ -201,7 +201,7 @@ USER_KIND = textwrap.dedent('''
 
 
 def test_the_exactness_command_runs_a_users_kind_from_its_module(tmp_path, monkeypatch, capsys):
-  from specjax.bench import exactness  # pylint: disable=import-outside-toplevel
+  from specjax.conformance import command as exactness  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(specjax.drafters.registry, "_REGISTRY", dict(specjax.drafters.registry._REGISTRY))
   (tmp_path / "my_kind.py").write_text(USER_KIND)
   monkeypatch.syspath_prepend(str(tmp_path))

@@ -8,7 +8,7 @@ from specjax import cli
 TASKS = {
     "specbench": "specjax.bench.specbench",
     "specbench_hf": "specjax.bench.specbench_hf",
-    "exactness": "specjax.bench.exactness",
+    "exactness": "specjax.conformance.command",  # the conformance suite, listed with the measurements
     "gamma": "specjax.bench.gamma",
     "families": "specjax.bench.families",
     "batch": "specjax.bench.batch",

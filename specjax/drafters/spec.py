@@ -72,7 +72,7 @@ class Options:
 class Case:
   """One configuration of a kind in the exactness matrix (every sampling and batch shape runs it).
 
-  ``build(models) -> Drafter`` gets the matrix's tiny models (``specjax.bench.exactness_configs.Models``:
+  ``build(models) -> Drafter`` gets the matrix's tiny models (``specjax.conformance.cases.Models``:
   ``models.target``, ``models.small``, ``models.subset_K``, ...); ``options`` names the public options the
   case covers (``"name"`` or ``"name=value"``, plus ``"adaptive"``/``"subset_K"``/``"lenience"``), and
   ``lossy_sampled`` says whether the case must be lossy when sampling (then its sampled cells must be

@@ -77,7 +77,7 @@ def sampled_text(target, draws: int = 6, width: int = 6):
   so that suffix drafts are accepted at every depth (drafts from random text rarely are)."""
   import jax  # pylint: disable=import-outside-toplevel
   import specjax  # pylint: disable=import-outside-toplevel
-  from specjax.bench.exactness_configs import PROMPTS  # pylint: disable=import-outside-toplevel
+  from specjax.conformance.cases import PROMPTS  # pylint: disable=import-outside-toplevel
   rows = [PROMPTS[n] for n in sorted(PROMPTS)] * draws
   prompts = np.zeros((len(rows), max(map(len, rows))), np.int32)
   for i, r in enumerate(rows):

@@ -1,4 +1,4 @@
-"""The drafter configurations of the exactness matrix (:mod:`specjax.bench.exactness`), on tiny models.
+"""The drafter configurations of the exactness matrix (:mod:`specjax.conformance.matrix`), on tiny models.
 
 One tiny target (vocabulary 8, 2 layers, width 32) and, per drafter family, small random weights
 far enough from the target that a wrong accept rule shows in a chi-squared test, yet close enough
@@ -8,9 +8,10 @@ that differ only in weights share compiled loops.
 
 The configurations are the registered kinds' declared cases (``KindSpec.cases``): each states the
 kind it stands for, the public options it sets, and whether it must be lossy when sampling
-(``lossy_sampled``). That expectation is written with the case from the rules in docs/design (top-k siblings verified against a softmax q, typical acceptance, lenience < 1 and a
-selection by the drawn token's own probability are lossy; everything else is exact), so a drafter
-whose own ``lossy_reason`` disagrees is reported as mislabeled, not trusted.
+(``lossy_sampled``). That expectation is written with the case from the rules in docs/design
+(top-k siblings verified against a softmax q, typical acceptance, lenience < 1 and a selection by
+the drawn token's own probability are lossy; everything else is exact), so a drafter whose own
+``lossy_reason`` disagrees is reported as mislabeled, not trusted.
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """The exactness matrix: every drafter kind and option x sampling x batch shape, exact or refused.
 
-  python -m specjax.bench exactness --json_out=exactness.json
-  python -m specjax.bench exactness --wrong_rule=no_q_update      # power: touched cells must fail
-  python -m specjax.bench exactness --configs=eagle --samplings=t1 --rows=5000
-  python -m specjax.bench exactness --imports=my_drafters --kind=mine   # a kind of your own: its declared cases
+Run by :mod:`specjax.conformance.command` (``python -m specjax.conformance``, or
+``python -m specjax.bench exactness``, the same command).
 
 For each cell the configuration's ``lossy_reason`` (``specjax.decode.lossy_reason``: the drafter's
-own, plus lenience) is compared with the matrix's expectation (:mod:`specjax.bench.exactness_configs`).
+own, plus lenience) is compared with the matrix's expectation (:mod:`specjax.conformance.cases`).
 An exact cell must then hold: greedy, its tokens equal autoregressive ``specjax.generate``'s; sampled,
 the joint of the first gamma + 1 = 3 tokens passes a chi-squared test against the target's exact
 joint, computed here in float64 numpy from the target's logits by the definitions of temperature,
@@ -36,20 +34,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
-import pathlib
 import time
 import zlib
 
 import numpy as np
 
-from specjax.bench import common
-from specjax.bench import exactness_configs as cfgs
+from specjax.conformance import cases
 
 ALPHA = 1e-5
 ROWS = 20_000
 SHAPES = ("b1", "ragged", "refill")
-GREEDY_NEW = cfgs.GREEDY_NEW
+GREEDY_NEW = cases.GREEDY_NEW
 BOUNDARY_MARGIN = 1e-5    # top-k / top-p decisions closer than this are refused by reference_probs
 WRONG_RULES = ("no_residual", "no_q_update", "wrong_bonus")
 CLEAR_EVERY = 24          # cells between dropping compiled programs (and at every change of drafter kind)
@@ -89,11 +84,11 @@ def reference_probs(logits_xV, temperature, top_k=0, top_p=1.0):
 
 
 @functools.lru_cache(maxsize=None)
-def exact_joint(prompt: tuple, sampling_name: str, tokens: int = cfgs.GAMMA + 1) -> np.ndarray:
+def exact_joint(prompt: tuple, sampling_name: str, tokens: int = cases.GAMMA + 1) -> np.ndarray:
   """The target's exact joint of its first ``tokens`` tokens after ``prompt``: ``[V] * tokens``."""
   import specjax  # pylint: disable=import-outside-toplevel
-  target, s = cfgs.models().target, samplings()[sampling_name]
-  v = cfgs.V
+  target, s = cases.models().target, samplings()[sampling_name]
+  v = cases.V
   seqs, joint = np.array([prompt]), np.ones((1,))
   for step in range(tokens):
     probs = reference_probs(np.asarray(specjax.logits(target, seqs))[:, -1], s.temperature, s.top_k, s.top_p)
@@ -132,7 +127,7 @@ def _pad(prompts):
 def greedy_batch(shape):
   """``(prompts, lengths, batch_size)`` of a greedy cell."""
   names = {"b1": "A", "ragged": "AB", "refill": "ABCDE"}[shape]
-  prompts, lengths = _pad([cfgs.PROMPTS[n] for n in names])
+  prompts, lengths = _pad([cases.PROMPTS[n] for n in names])
   return prompts, lengths, 2 if shape == "refill" else None
 
 
@@ -140,7 +135,7 @@ def sampled_batch(shape, rows):
   """``(prompts, lengths, batch_size, group names per row)`` of a sampled cell: ``rows`` samples."""
   names = {"b1": "A", "ragged": "AB", "refill": "ABC"}[shape]
   group = [names[i % len(names)] for i in range(rows)]
-  prompts, lengths = _pad([cfgs.PROMPTS[n] for n in group] + [cfgs.PROMPTS["A"]])  # width of A in every shape
+  prompts, lengths = _pad([cases.PROMPTS[n] for n in group] + [cases.PROMPTS["A"]])  # width of A in every shape
   return prompts[:-1], lengths[:-1], max(rows // 8, 2) if shape == "refill" else None, np.array(group)
 
 
@@ -148,7 +143,7 @@ def sampled_batch(shape, rows):
 def _greedy_baseline(shape):
   import specjax  # pylint: disable=import-outside-toplevel
   prompts, lengths, batch_size = greedy_batch(shape)
-  out = specjax.generate(cfgs.models(True).target, prompts, lengths, max_new_tokens=GREEDY_NEW, batch_size=batch_size)
+  out = specjax.generate(cases.models(True).target, prompts, lengths, max_new_tokens=GREEDY_NEW, batch_size=batch_size)
   return out.tokens, out.lengths
 
 
@@ -215,14 +210,14 @@ def probe(config, sampling_name):
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   from specjax import tree as tree_lib  # pylint: disable=import-outside-toplevel
   from specjax.models import api  # pylint: disable=import-outside-toplevel
-  target, drafter, s = cfgs.models().target, config.drafter(), samplings()[sampling_name]
-  prompts, lengths = jnp.asarray([cfgs.PROMPTS["A"]], jnp.int32), jnp.asarray([len(cfgs.PROMPTS["A"])], jnp.int32)
+  target, drafter, s = cases.models().target, config.drafter(), samplings()[sampling_name]
+  prompts, lengths = jnp.asarray([cases.PROMPTS["A"]], jnp.int32), jnp.asarray([len(cases.PROMPTS["A"])], jnp.int32)
   max_len = prompts.shape[1] + 16
 
   def step(target, drafter, rng):
     cache, tokens, seq_len = api.start(target, prompts, lengths, max_len)
     state = drafter.init(target, prompts, lengths, max_len)
-    _, draft = drafter.propose(state, tokens, seq_len, cfgs.GAMMA, s, rng)
+    _, draft = drafter.propose(state, tokens, seq_len, cases.GAMMA, s, rng)
     last_B = jnp.take_along_axis(tokens, (seq_len - 1)[:, None], 1)[:, 0]
     return tree_lib.verify_and_accept(target, cache, last_B, draft, s, rng, config.lenience, drafter.feature_layers)
 
@@ -240,7 +235,7 @@ def _refused(config, drafter, sampling, reason) -> str:
   import specjax  # pylint: disable=import-outside-toplevel
   prompts, lengths, _ = greedy_batch("b1")
   try:
-    specjax.speculative_generate(cfgs.models().target, drafter, prompts, lengths, gamma=cfgs.GAMMA, max_new_tokens=2,
+    specjax.speculative_generate(cases.models().target, drafter, prompts, lengths, gamma=cases.GAMMA, max_new_tokens=2,
                                  sampling=sampling, lenience=config.lenience, adaptive=config.adaptive_obj())
   except ValueError as e:
     return "refused" if "lossy configuration refused" in str(e) and reason in str(e) else f"WRONG-ERROR: {e}"
@@ -253,13 +248,13 @@ def run_cell(config, sampling_name, shape, rows=ROWS, run_lossy=False, alpha=ALP
   import specjax  # pylint: disable=import-outside-toplevel
   t0 = time.time()
   sampling = samplings()[sampling_name]
-  target, drafter = cfgs.models(sampling.greedy).target, config.drafter(sampling.greedy)
+  target, drafter = cases.models(sampling.greedy).target, config.drafter(sampling.greedy)
   reason = specjax.decode.lossy_reason(drafter, sampling, config.lenience)
   expected = config.lossy_sampled and not sampling.greedy
   res = dict(config=config.name, kind=config.kind, sampling=sampling_name, shape=shape, lossy=reason is not None,
              lossy_reason=reason, expected_lossy=expected, rows=0, p_value=None, status="", info="")
   mislabeled = (reason is not None) != expected
-  kwargs = dict(gamma=cfgs.GAMMA, sampling=sampling, lenience=config.lenience, adaptive=config.adaptive_obj())
+  kwargs = dict(gamma=cases.GAMMA, sampling=sampling, lenience=config.lenience, adaptive=config.adaptive_obj())
   _current["key"] = (config.name, sampling_name)
   if reason is not None and not run_lossy:
     res["status"] = _refused(config, drafter, sampling, reason)
@@ -274,17 +269,17 @@ def run_cell(config, sampling_name, shape, rows=ROWS, run_lossy=False, alpha=ALP
     res["info"] = f"accepted/depth {out.stats['accepted_per_position']}"
   else:
     prompts, lengths, batch_size, group = sampled_batch(shape, rows)
-    out = specjax.speculative_generate(target, drafter, prompts, lengths, max_new_tokens=cfgs.GAMMA + 1,
+    out = specjax.speculative_generate(target, drafter, prompts, lengths, max_new_tokens=cases.GAMMA + 1,
                                        batch_size=batch_size, rng=jax.random.PRNGKey(_seed(config.name, sampling_name,
                                                                                             shape)),
                                        allow_lossy=reason is not None, **kwargs)
     counts, joints = [], []
     for name in sorted(set(group)):
-      toks = np.asarray(out.tokens)[group == name, :cfgs.GAMMA + 1]
-      c = np.zeros((cfgs.V,) * (cfgs.GAMMA + 1))
+      toks = np.asarray(out.tokens)[group == name, :cases.GAMMA + 1]
+      c = np.zeros((cases.V,) * (cases.GAMMA + 1))
       np.add.at(c, tuple(toks.T), 1)
       counts.append(c)
-      joints.append(exact_joint(cfgs.PROMPTS[name], sampling_name) * len(toks) / rows)
+      joints.append(exact_joint(cases.PROMPTS[name], sampling_name) * len(toks) / rows)
     p = chi2_pvalue(np.stack(counts), np.stack(joints))
     acc = out.stats["acceptance_per_position"]
     res.update(rows=rows, p_value=p, acceptance_per_position=acc, info=f"acceptance/depth {acc}")
@@ -321,7 +316,7 @@ def select(names=(), sampling_names=(), shapes=(), kinds=()):
   for kind in kinds:
     if not drafters.spec(kind).exactness_cases():  # an unknown kind: an error naming it
       raise ValueError(f"drafter kind {kind!r} declares no exactness cases (KindSpec.cases)")
-  chosen = [c for c in cfgs.configs() if (not names or any(n in c.name for n in names))
+  chosen = [c for c in cases.configs() if (not names or any(n in c.name for n in names))
             and (not kinds or c.kind in kinds)]
   return [(c, s, sh) for c in chosen for s in (sampling_names or samplings()) for sh in (shapes or SHAPES)]
 
@@ -366,54 +361,3 @@ def summary(result) -> str:
   parts += [f"{by(s)} {s}" for s in ("equal", "pass", "refused", "lossy-run", "detected", "untouched") if by(s)]
   parts.append(f"{len(result['failed'])} failed")
   return ", ".join(parts) + f"; {result['seconds']:.0f}s"
-
-
-def main(argv) -> int:
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  fv = flags.FlagValues()
-  flags.DEFINE_integer("rows", ROWS, "samples per sampled cell (one call)", flag_values=fv)
-  flags.DEFINE_list("configs", [], "only configurations whose name contains one of these", flag_values=fv)
-  flags.DEFINE_list("kind", [], "only these registered drafter kinds (their declared cases)", flag_values=fv)
-  flags.DEFINE_list("imports", [], "modules imported first: a user's kinds register there (as run's "
-                    "config.imports)", flag_values=fv)
-  flags.DEFINE_list("samplings", [], f"only these samplings ({', '.join(samplings())})", flag_values=fv)
-  flags.DEFINE_list("shapes", [], f"only these batch shapes ({', '.join(SHAPES)})", flag_values=fv)
-  flags.DEFINE_enum("wrong_rule", None, WRONG_RULES, "replace an accept rule: touched exact cells must fail",
-                    flag_values=fv)
-  flags.DEFINE_boolean("run_lossy", False, "also run lossy cells (allowed) and print their p-values", flag_values=fv)
-  flags.DEFINE_float("alpha", ALPHA, "a sampled cell fails when its p-value is <= this", flag_values=fv)
-  flags.DEFINE_boolean("fast_compile", False, "compile with most XLA optimizations off (faster on CPU)",
-                       flag_values=fv)
-  flags.DEFINE_boolean("list", False, "print the cells and exit", flag_values=fv)
-  flags.DEFINE_string("json_out", "", "write the result here", flag_values=fv)
-  return common.run_task(fv, argv, __doc__, "exactness", lambda: _run(fv))
-
-
-def _run(fv) -> int:
-  try:
-    for name, known in (("samplings", samplings()), ("shapes", SHAPES)):
-      bad = [x for x in getattr(fv, name) if x not in known]
-      if bad:
-        raise ValueError(f"--{name}: unknown {bad}; expected some of {', '.join(known)}")
-    import specjax  # pylint: disable=import-outside-toplevel
-    specjax.drafters.import_modules(fv.imports)
-    cells = select(fv.configs, fv.samplings, fv.shapes, fv.kind)
-    if not cells:
-      raise ValueError(f"--configs={','.join(fv.configs)} matches no configuration")
-  except (ValueError, ImportError) as e:
-    raise common.UsageError(str(e)) from e
-  if fv.list:
-    for config, s, shape in cells:
-      print(f"{config.name:<40} {s:<11} {shape}")
-    return 0
-  import jax  # pylint: disable=import-outside-toplevel
-  if fv.fast_compile:
-    jax.config.update("jax_disable_most_optimizations", True)
-  result = run_matrix(cells, fv.rows, fv.run_lossy, fv.alpha, fv.wrong_rule)
-  print(summary(result))
-  for r in result["failed"]:
-    print("FAILED:", format_line(r))
-  if fv.json_out:
-    pathlib.Path(fv.json_out).write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {fv.json_out}")
-  return 1 if result["failed"] else 0
