@@ -239,3 +239,25 @@ def test_target_run_writes_real_json_rows_and_merges(tmp_path, data):
   assert wide["identical_at_t0"] is True and wide["gamma"] == 4 and table["k"] == 16 and table["identical_at_t0"]
   assert saved["meta"]["drafters"] == {"table": {"kind": "table", "k": 16, "gamma": 4, "corpus": str(data)}}
   assert saved["meta"]["earlier_runs"][0][-2:] == ["--drafters=wide=ngram", "--drafter_option=wide.n=2"]
+
+
+def test_full_vocab_twin_of_every_truncated_kind_drafts_over_the_whole_vocabulary_exactly():
+  """``KindSpec.full_vocab_twin`` (real.json's ``c_full_vocab``): each truncated-vocabulary case of a kind
+  that declares one becomes a drafter of the same type without ``subset_K``, which decodes exactly."""
+  from specjax.conformance import cases as matrix_cases  # pylint: disable=import-outside-toplevel
+  models = matrix_cases.models(True)
+  prompts, lengths = np.array([matrix_cases.PROMPTS["A"]], np.int32), np.array([5], np.int32)
+  reference = specjax.generate(models.target, prompts, lengths, max_new_tokens=6).tokens
+  seen = set()
+  for spec in specjax.drafters.specs():
+    truncated = [c for c in spec.exactness_cases() if "subset_K" in c.options and not c.adaptive]
+    if spec.full_vocab_twin is None or not truncated:
+      continue
+    drafter = truncated[0].build(models)
+    twin = spec.full_vocab_twin(drafter, models.target)
+    assert drafter.subset_K is not None and twin.subset_K is None and type(twin) is type(drafter), spec.kind
+    gamma = drafter.tree.max_depth if drafter.tree is not None else matrix_cases.GAMMA
+    out = specjax.speculative_generate(models.target, twin, prompts, lengths, gamma=gamma, max_new_tokens=6)
+    np.testing.assert_array_equal(out.tokens, reference, err_msg=spec.kind)
+    seen.add(spec.kind)
+  assert {"draft_model", "specinfer", "eagle", "mtp", "dflash", "medusa"} <= seen, seen

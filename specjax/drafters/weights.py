@@ -28,10 +28,12 @@ def small_model(checkpoint: str, target):
 
 
 def full_vocab_small_model(drafter, target):
-  """A draft_lm drafter's architecture with a full-vocabulary output, random (what truncation saves in
-  draft cost; its drafts are not used)."""
+  """The drafter over the whole vocabulary: a draft_lm's architecture with a full-vocabulary output,
+  random (what truncation saves in draft cost; its drafts are not used); a full model as it is."""
   import dataclasses  # pylint: disable=import-outside-toplevel
   from specjax.models import draft_lm  # pylint: disable=import-outside-toplevel
+  if not hasattr(drafter.model.config, "out_vocab"):  # a whole model: its head already spans the vocabulary
+    return drafter.replace(subset_K=None)
   cfg = dataclasses.replace(drafter.model.config, out_vocab=0)
   return drafter.replace(model=draft_lm.init(cfg, target, seed=0), subset_K=None)
 
