@@ -192,15 +192,17 @@ def _start_speculative(target, drafter, max_len):
   return start
 
 
-def _verify(target, cache, last_B, draft, sampling, rng, lenience, feature_layers, num_B=None, topk: int = 0):
-  """:func:`tree.verify_and_accept` with the top-k ids as a sixth output, None unless ``topk > 0``."""
+def _verify(target, cache, last_B, draft, sampling, rng, lenience, feature_layers, num_B=None, topk: int = 0,
+            topk_nodes: bool = False):
+  """:func:`tree.verify_and_accept` with the top-k ids along the path and at every scored node as a sixth
+  and seventh output, None where not asked for (``topk``, ``topk_nodes``)."""
   out = tree_lib.verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers, num_B,
-                                   topk=topk)
-  return out if topk else (*out, None)
+                                   topk=topk, topk_nodes=topk_nodes)
+  return (*out, *(None,) * (7 - len(out)))
 
 
 def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, rng, lenience, feature_layers,
-                     pending: bool = False, topk: int = 0, depth: int | None = None):
+                     pending: bool = False, topk: int = 0, depth: int | None = None, topk_nodes: bool = False):
   """The verify pass over the first ``width`` drafts, outputs padded to the full chain's shapes.
 
   A static tree (``draft.tree``, a node budget): its first ``width`` drafted nodes, a tree of their
@@ -213,18 +215,19 @@ def _verify_at_width(target, cache, last_B, draft, width: int, num_B, sampling, 
   ordering it after the pass's reads, made XLA copy the cache instead).
   """
   g = draft.tokens_BxG.shape[1] if depth is None else depth
+  nodes = draft.tokens_BxG.shape[1] + 1  # the full draft's scored nodes, root included
   cut = draft.replace(tokens_BxG=draft.tokens_BxG[:, :width],
                       q_BxGxV=None if draft.q_BxGxV is None else draft.q_BxGxV[:, :width],
                       tree=None if draft.tree is None else tree_lib.Tree(draft.tree.parents[:width + 1]))
   if pending:
     cache = kv_cache.PendingKV.start(cache, width + 1)
-  cache, hidden, new, n_B, overlap, top = _verify(target, cache, last_B, cut, sampling, rng, lenience,
-                                                  feature_layers, num_B, topk)
+  cache, hidden, new, n_B, overlap, top, top_nodes = _verify(target, cache, last_B, cut, sampling, rng, lenience,
+                                                             feature_layers, num_B, topk, topk_nodes)
   pad = lambda x, to, axis=1: jnp.pad(x, [(0, 0)] * axis + [(0, to - x.shape[axis])] + [(0, 0)] * (x.ndim - axis - 1))
   if isinstance(cache, kv_cache.PendingKV):
     cache = (pad(cache.k_new_LxBxTxAxD, g + 1, 2), pad(cache.v_new_LxBxTxAxD, g + 1, 2))
   return (cache, pad(hidden, g + 1), pad(new, g + 1), n_B, pad(overlap, g),
-          None if top is None else pad(top, g + 1))
+          None if top is None else pad(top, g + 1), None if top_nodes is None else pad(top_nodes, nodes))
 
 
 _SPECULATIVE_STATIC = ("gamma", "max_new_tokens", "sampling", "eos_id", "pad_id", "max_len", "lenience", "batch_size",
@@ -246,6 +249,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
   widths = verify_widths(drafter, adaptive, gamma)
   budgeted = not is_chain and len(widths) > 1  # a static tree cut to a node budget per round
   feature_layers, topk = drafter.feature_layers, drafter.verify_topk
+  topk_nodes = bool(topk) and drafter.verify_topk_nodes
   memory = drafter.memory  # learned across rows and calls: carried beside, never inside, the per-row state
   estimate = adaptive_lib.start(adaptive, rows.seq_len_B.shape[0])
   if adaptive is not None and verify_costs_W is None:
@@ -301,9 +305,11 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
 
   def verify_plain(cache, last_B, p):  # trees, one compiled width, or width 0: the cache written in place
     if not is_chain and not budgeted:
-      return _verify(target, cache, last_B, p.draft, sampling, p.rng, lenience, feature_layers, topk=topk)
+      return _verify(target, cache, last_B, p.draft, sampling, p.rng, lenience, feature_layers, topk=topk,
+                     topk_nodes=topk_nodes)
     return _verify_at_width(target, cache, last_B, p.draft, widths[0], p.num_B, sampling, p.rng, lenience,
-                            feature_layers, topk=topk, depth=gamma)  # widths[0]: 0 when adaptive, else gamma
+                            feature_layers, topk=topk, depth=gamma,  # widths[0]: 0 when adaptive, else gamma
+                            topk_nodes=topk_nodes)
 
   def verify_wide(cache, last_B, p):  # one target pass at the smallest compiled width that holds the drafts
     wide = widths[1:]
@@ -311,7 +317,7 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     written, *out = jax.lax.switch(
         jnp.maximum(p.pick - 1, 0),
         [lambda c, w=w: _verify_at_width(target, c, last_B, p.draft, w, p.num_B, sampling, p.rng, lenience,
-                                         feature_layers, pending, topk, gamma) for w in wide], cache)
+                                         feature_layers, pending, topk, gamma, topk_nodes) for w in wide], cache)
     return (kv_cache.write_pending(cache, *written) if pending else written, *out)
 
   def run(state: LoopState, p, verify):
@@ -320,8 +326,14 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     current = drafter.with_memory(memory)
     active = ~rows.done_B
     last_B = _last_tokens(rows)[:, 0]
-    cache, hidden, new_BxG1, n_B, overlap_BxG, topk_BxG1xK = verify(state.cache, last_B, p)
+    cache, hidden, new_BxG1, n_B, overlap_BxG, topk_BxG1xK, topk_BxNxK = verify(state.cache, last_B, p)
     num_B = jnp.full(n_B.shape, gamma, jnp.int32) if p.num_B is None else p.num_B
+    scored = None
+    if topk_nodes:  # every node the pass scored: a chain's submitted drafts, the tree's nodes within the budget
+      nodes_B = (num_B if is_chain else jnp.asarray(widths, jnp.int32)[p.pick] if budgeted
+                 else jnp.full(n_B.shape, p.draft.tokens_BxG.shape[1])) + 1
+      scored = dict(scored_BxN=jnp.concatenate([last_B[:, None], p.draft.tokens_BxG], axis=1),
+                    scored_topk_BxNxK=topk_BxNxK, scored_count_B=jnp.where(active, nodes_B, 0))
     if budgeted:  # the depth of the round's tree: positions offered, for the statistics
       num_B = jnp.broadcast_to(jnp.asarray([tree_lib.Tree(drafter.tree.parents[:w + 1]).max_depth for w in widths],
                                            jnp.int32)[p.pick], n_B.shape)
@@ -347,12 +359,13 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     fed_BxG1 = jnp.concatenate([last_B[:, None], new_BxG1[:, :-1]], axis=1)
     if topk:  # declared by the drafter: only then does commit take verified=
       drafter_state = current.commit(state.drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden,
-                                     verified=Verified(fed_BxG1, new_BxG1, jnp.where(active, n_B + 1, 0), topk_BxG1xK))
+                                     verified=Verified(fed_BxG1, new_BxG1, jnp.where(active, n_B + 1, 0), topk_BxG1xK,
+                                                       **(scored or {})))
     else:
       drafter_state = current.commit(state.drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
     rows, count_B = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
     if memory is not None:  # what the rows' appended tokens taught the drafter (cut at EOS / the budget)
-      memory = drafter.learn(memory, Verified(fed_BxG1, new_BxG1, count_B, topk_BxG1xK))
+      memory = drafter.learn(memory, Verified(fed_BxG1, new_BxG1, count_B, topk_BxG1xK, **(scored or {})))
     cache = cache.with_length(rows.seq_len_B - 1)
     if queue is not None:  # continuous refill: finished rows take the next queued prompts
       queue, rows, ((cache, drafter_state),) = refill_lib.refill(queue, rows, ((cache, drafter_state),), (start,),

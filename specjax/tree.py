@@ -261,7 +261,7 @@ def check_rule(siblings: str, sampling, rule) -> None:
 
 
 def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, feature_layers=(), num_B=None,
-                      topk: int = 0):
+                      topk: int = 0, topk_nodes: bool = False):
   """One target pass over [root, nodes] with the tree mask; accept; compact the accepted path.
 
   ``draft.tree`` None means a chain of ``draft.tokens_BxG.shape[1]`` drafts: the same code with the
@@ -273,7 +273,8 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
   last axis instead of the final hidden state. ``num_B`` (chains): drafts each row submits; the
   positions past it are verified by the pass but never accepted. ``topk > 0`` (a drafter's
   ``verify_topk``): a sixth output, int32 ``[B, G+1, topk]``, the target's most likely ids at each
-  node of the accepted path (by its logits). ``cache`` may be a :class:`kv_cache.PendingKV` (a
+  node of the accepted path (by its logits); ``topk_nodes`` also a seventh, ``[B, N, topk]``, the same at
+  every node the pass scored (root first, then the drafted nodes, accepted or not). ``cache`` may be a :class:`kv_cache.PendingKV` (a
   budget switch): the path's keys and values are then moved to the front of its buffers instead.
   """
   tree = draft.row_tree if draft.row_tree is not None else (  # per-row (dynamic) trees: specjax.tree_rows
@@ -338,7 +339,10 @@ def verify_and_accept(target, cache, last_B, draft, sampling, rng, lenience, fea
     q_path = jnp.take_along_axis(q_BxNxV, child_BxG[..., None], 1)
     ov = accept.overlap(p_path, q_path)
   out = (cache, hidden_BxG1xE, new_BxG1, n_B, jnp.where(live_BxG, ov, 0.0))
-  if topk:
+  if topk and topk_nodes:
+    top_BxNxK = jax.lax.top_k(logits, topk)[1].astype(jnp.int32)
+    out += (jnp.take_along_axis(top_BxNxK, path_BxG1[..., None], 1), top_BxNxK)
+  elif topk:
     path_logits_BxG1xV = jnp.take_along_axis(logits, path_BxG1[..., None], 1)
     out += (jax.lax.top_k(path_logits_BxG1xV, topk)[1].astype(jnp.int32),)
   return out

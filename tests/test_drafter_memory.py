@@ -51,6 +51,26 @@ class LoggingNGram(specjax.drafters.NGram):
 
 
 @flax.struct.dataclass
+class LoggingNodesNGram(LoggingNGram):
+  """The same log, asking for the top-k at every scored node too (``verify_topk_nodes``)."""
+  kind = "logging_nodes_ngram"
+
+  @property
+  def verify_topk_nodes(self):
+    return True
+
+  @staticmethod
+  def empty_log(rounds, b, t):
+    return LoggingNGram.empty_log(rounds, b, t) + LoggingNGram.empty_log(rounds, b, t)[1:]
+
+  def learn(self, memory, verified):
+    r = memory[0]
+    nodes = (memory[4].at[r].set(verified.scored_BxN), memory[5].at[r].set(verified.scored_topk_BxNxK),
+             memory[6].at[r].set(verified.scored_count_B))
+    return LoggingNGram.learn(self, memory[:4], verified) + nodes
+
+
+@flax.struct.dataclass
 class CountingNGram(specjax.drafters.NGram):
   """Prompt lookup with a memory: how often each token was appended, over all rows and calls."""
   counts_V: jax.Array = None
@@ -80,13 +100,19 @@ def _prompts(b, seed=0):
   return prompts, np.full((b,), P, np.int32)
 
 
-def test_verify_topk_is_the_targets_own_topk():
+@pytest.mark.parametrize("nodes", [False, True])
+def test_verify_topk_is_the_targets_own_topk(nodes):
+  """Along the accepted path; with ``verify_topk_nodes`` also at every scored node, each read off a
+  plain forward over the committed text plus the drafts up to that node."""
   target = stats_util.demo_target()  # trained on Python: prompt lookup's drafts get accepted
   prompts, lengths = stats_util.demo_prompts(2, width=24)
   gamma, n = 3, 24
-  drafter = LoggingNGram(2, log=LoggingNGram.empty_log(n, 2, gamma + 1))
+  cls = LoggingNodesNGram if nodes else LoggingNGram
+  drafter = cls(2, log=cls.empty_log(n, 2, gamma + 1))
   out = specjax.speculative_generate(target, drafter, prompts, lengths, gamma=gamma, max_new_tokens=n)
-  rounds, fed, top, count = (np.asarray(x) for x in out.drafter.memory)
+  rounds, fed, top, count = (np.asarray(x) for x in out.drafter.memory[:4])
+  if nodes:
+    _check_scored_nodes(target, prompts, lengths, out, rounds, count, *(np.asarray(x) for x in out.drafter.memory[4:]))
   assert rounds == out.stats["iterations"] and out.stats["accepted_per_position"][1] > 0  # paths past depth 1
   checked = 0
   for b in range(2):
@@ -102,6 +128,24 @@ def test_verify_topk_is_the_targets_own_topk():
       pos += count[r, b]
     assert pos == len(text) - 1
   assert checked > rounds  # more positions than rounds: accepted paths were checked, not only roots
+
+
+def _check_scored_nodes(target, prompts, lengths, out, rounds, count, scored, scored_top, scored_count):
+  width = 64  # right padding changes no earlier position's logits (causal)
+  forward = jax.jit(lambda params, seq, i: target.module.apply({"params": params}, seq[None])[0][0, i])
+  rejected = 0
+  for b in range(2):
+    text = np.concatenate([prompts[b, :lengths[b]], out.tokens[b, :out.lengths[b]]])
+    pos = lengths[b] - 1
+    for r in range(rounds):
+      assert scored_count[r, b] >= count[r, b] and scored[r, b, 0] == text[pos]
+      for j in range(scored_count[r, b]):
+        seq = np.concatenate([text[:pos + 1], scored[r, b, 1:j + 1]])
+        want = np.asarray(jax.lax.top_k(forward(target.params, np.pad(seq, (0, width - len(seq))), len(seq) - 1), K)[1])
+        np.testing.assert_array_equal(scored_top[r, b, j], want)
+      rejected += scored_count[r, b] - count[r, b]
+      pos += count[r, b]
+  assert rejected > 0  # nodes off the accepted path were checked too
 
 
 def test_memory_survives_refill_and_a_second_call(target, tmp_path):

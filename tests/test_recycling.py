@@ -37,6 +37,8 @@ def test_template_checks_and_shape():
     recycling.Recycling.create(16, 8, budgets=(0, 9))
   with pytest.raises(ValueError, match="k must be"):
     specjax.drafters.make_options("recycling", {"k": 0})
+  with pytest.raises(ValueError, match="learn_from must be one of"):
+    recycling.Recycling.create(16, 8, learn_from="nodes")
   drafter = recycling.Recycling.create(16, 2)  # rank 2 in the default paths needs k >= 3
   with pytest.raises(ValueError, match="k > 2"):
     drafter.check_compatible(specjax.testing.tiny_decoder(16))
@@ -99,7 +101,13 @@ def test_greedy_budgets_learning_and_refill_equal_autoregressive():
   assert first.stats["verify_budgets"] == [0, 2, 4, 8]
   assert sum(h > 0 for h in first.stats["width_histogram"]) >= 2, first.stats["width_histogram"]
   table = np.asarray(first.drafter.memory)
-  assert (table != np.asarray(drafter.memory)).any(axis=1).sum() > 20  # rows learned from the verify passes
+  learned = (table != np.asarray(drafter.memory)).any(axis=1).sum()
+  assert learned > 20  # rows learned from the verify passes
+  # learning from every scored node (rejected drafts too): the same tokens, more rows learned
+  from_tree = specjax.speculative_generate(target, drafter.replace(learn_from="tree"), prompts, lengths, gamma=4,
+                                           max_new_tokens=n, adaptive=adaptive)
+  np.testing.assert_array_equal(from_tree.tokens, ref.tokens)
+  assert (np.asarray(from_tree.drafter.memory) != np.asarray(drafter.memory)).any(axis=1).sum() > learned
   second = specjax.speculative_generate(target, first.drafter, prompts, lengths, gamma=4, max_new_tokens=n)
   np.testing.assert_array_equal(second.tokens, ref.tokens)
   assert min(second.stats["accepted_per_position"]) > 0  # accepted at every depth of the full tree

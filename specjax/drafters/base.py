@@ -98,11 +98,18 @@ class Verified:
   ``fed_BxT[:, i]`` (the row's last committed token, then its accepted drafts) and the token
   appended after it is ``new_BxT[:, i]`` (an accepted draft, then the bonus or correction token);
   ``topk_BxTxK[:, i]`` holds the target's ``verify_topk`` most likely ids there (None when the
-  drafter asked for none). ``count_B`` is 0 for a row that was not active."""
+  drafter asked for none). ``count_B`` is 0 for a row that was not active.
+
+  With ``verify_topk_nodes``, also every node the pass scored, accepted or not: ``scored_BxN[:, j]``
+  was fed at node ``j`` (the row's last committed token, then the draft's nodes in order) and
+  ``scored_topk_BxNxK[:, j]`` holds the target's top-k after it, for ``j < scored_count_B``."""
   fed_BxT: jax.Array
   new_BxT: jax.Array
   count_B: jax.Array
   topk_BxTxK: jax.Array | None = None
+  scored_BxN: jax.Array | None = None
+  scored_topk_BxNxK: jax.Array | None = None
+  scored_count_B: jax.Array | None = None
 
 
 @flax.struct.dataclass
@@ -132,6 +139,8 @@ class Drafter:
       from the rows' past (:mod:`specjax.adaptive`); () (default): every round verifies the whole tree.
     verify_topk: k > 0 asks for the target's top-k ids at the verified positions (``Verified``),
       handed to ``commit(..., verified=)`` and ``learn``; 0 (default) asks for nothing.
+    verify_topk_nodes: with ``verify_topk``, True also asks for the top-k at every node the pass
+      scored (``Verified.scored_*``: rejected drafts included); False (default): the path only.
     memory: None, or the learned pytree (no batch axis) that outlives a call; ``with_memory``
       returns the drafter carrying another one, ``learn`` updates it after every round.
     idle: None, or a method as above for a drafter whose drafting costs real time (a draft model).
@@ -190,6 +199,10 @@ class Drafter:
   @property
   def verify_topk(self) -> int:
     return 0
+
+  @property
+  def verify_topk_nodes(self) -> bool:
+    return False
 
   @property
   def memory(self):

@@ -6,7 +6,9 @@ The table ``table_VxK`` (token id -> its ``K`` successor ids, best first) is the
 (:class:`specjax.drafters.Drafter`): one table for every row and call, learned inside the jitted
 loop and returned by ``speculative_generate`` as ``out.drafter``. After each round, every verified
 position's row of the table is overwritten with the target's top-``K`` ids there (``verify_topk``):
-the row's last token and each accepted draft, the bonus position included. It starts as ids
+the row's last token and each accepted draft, the bonus position included; with
+``learn_from="tree"`` first every node the pass scored, rejected drafts too (as the paper does: their
+candidates would otherwise be thrown away), so a round teaches as many rows as the tree has nodes. It starts as ids
 ``0..K-1`` in every row: distinct, so siblings never repeat, and simply rejected until the target's
 own successors overwrite them (a table saved from earlier runs, :mod:`specjax.drafters.memory`,
 starts warm, and so does one counted from text the target wrote, :func:`table_from_text`). 151,936 x 8 int32 ids take 4.9 MB.
@@ -32,6 +34,9 @@ from specjax.drafters.base import Draft, Drafter
 # two, budget 4 adds the second successor at depth 1 and a third level), then the next choices.
 DEFAULT_PATHS = ((0,), (0, 0), (1,), (0, 0, 0), (0, 1), (2,), (1, 0), (0, 0, 0, 0))
 DEFAULT_BUDGETS = (0, 2, 4, 8)
+# which verified nodes the table learns from: the accepted path (and the bonus position), or every node
+# the pass scored (Token Recycling's update: rejected drafts' candidates too, before the path's)
+LEARN_FROM = ("path", "tree")
 
 
 def template(paths) -> tuple[tuple[int, ...], np.ndarray]:
@@ -89,17 +94,21 @@ class Recycling(Drafter):
   table_VxK: jax.Array
   paths: tuple = flax.struct.field(pytree_node=False, default=DEFAULT_PATHS)
   budgets: tuple = flax.struct.field(pytree_node=False, default=DEFAULT_BUDGETS)
+  learn_from: str = flax.struct.field(pytree_node=False, default="path")
   kind = "recycling"
 
   def __post_init__(self):  # static fields only: jax rebuilds the dataclass around placeholder leaves
+    if self.learn_from not in LEARN_FROM:
+      raise ValueError(f"recycling learn_from must be one of {LEARN_FROM}, got {self.learn_from!r}")
     parents, _ = template(self.paths)
     n = len(parents) - 1
     if any(isinstance(b, bool) or int(b) != b or not 0 <= b <= n for b in self.budgets):
       raise ValueError(f"recycling budgets must be node counts in 0..{n} (the template's nodes), got {self.budgets}")
 
   @classmethod
-  def create(cls, vocab_size: int, k: int = 8, paths=DEFAULT_PATHS, budgets=DEFAULT_BUDGETS) -> "Recycling":
-    return cls(initial_table(vocab_size, k), tuple(tuple(p) for p in paths), tuple(budgets))
+  def create(cls, vocab_size: int, k: int = 8, paths=DEFAULT_PATHS, budgets=DEFAULT_BUDGETS,
+             learn_from: str = "path") -> "Recycling":
+    return cls(initial_table(vocab_size, k), tuple(tuple(p) for p in paths), tuple(budgets), learn_from)
 
   @property
   def tree(self):
@@ -112,6 +121,10 @@ class Recycling(Drafter):
   @property
   def verify_topk(self):
     return int(self.table_VxK.shape[-1])
+
+  @property
+  def verify_topk_nodes(self):
+    return self.learn_from == "tree"
 
   @property
   def memory(self):
@@ -141,9 +154,15 @@ class Recycling(Drafter):
     return state, Draft(jnp.stack(nodes[1:], axis=1), None, tree=self.tree, siblings="iid")
 
   def learn(self, memory, verified):
-    """Each verified position's row <- the target's top-k there (positions past a row's count dropped)."""
-    t = verified.fed_BxT.shape[1]
-    valid_BxT = jnp.arange(t)[None] < verified.count_B[:, None]
-    rows_BxT = jnp.where(valid_BxT, verified.fed_BxT, memory.shape[0])  # out of range: dropped
-    return memory.at[rows_BxT].set(verified.topk_BxTxK.astype(memory.dtype), mode="drop")
+    """Each verified position's row <- the target's top-k there (positions past a row's count dropped);
+    ``learn_from="tree"``: every scored node's row first, so the accepted path's rows win."""
+    if self.learn_from == "tree":
+      memory = _overwrite(memory, verified.scored_BxN, verified.scored_count_B, verified.scored_topk_BxNxK)
+    return _overwrite(memory, verified.fed_BxT, verified.count_B, verified.topk_BxTxK)
+
+
+def _overwrite(table_VxK, fed_BxT, count_B, topk_BxTxK):
+  valid_BxT = jnp.arange(fed_BxT.shape[1])[None] < count_B[:, None]
+  rows_BxT = jnp.where(valid_BxT, fed_BxT, table_VxK.shape[0])  # out of range: dropped
+  return table_VxK.at[rows_BxT].set(topk_BxTxK.astype(table_VxK.dtype), mode="drop")
 

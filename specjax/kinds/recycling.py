@@ -15,6 +15,7 @@ class RecyclingOptions(drafters.Options):
   paths: tuple = DEFAULT_PATHS    # the tree template: successor ranks from the last token
   budgets: tuple = DEFAULT_BUDGETS  # node budgets chosen per round with the adaptive loop (0: a plain step)
   corpus: str = ""                # a `python -m specjax.train data` folder: the table starts from its successors
+  learn_from: str = "path"        # path: the accepted path's top-k only; tree: every scored node's, then the path's
 
   def __post_init__(self):
     super().__post_init__()
@@ -23,7 +24,8 @@ class RecyclingOptions(drafters.Options):
 
 
 def build(options: RecyclingOptions, target) -> Recycling:
-  drafter = Recycling.create(target.vocab_size, options.k, tuple(map(tuple, options.paths)), tuple(options.budgets))
+  drafter = Recycling.create(target.vocab_size, options.k, tuple(map(tuple, options.paths)), tuple(options.budgets),
+                             options.learn_from)
   if options.corpus:
     from specjax.data import generated  # pylint: disable=import-outside-toplevel
     from specjax.drafters import recycling  # pylint: disable=import-outside-toplevel
@@ -44,11 +46,11 @@ MATRIX_PATHS = ((0,), (1,), (0, 0), (1, 0), (0, 1))
 def cases() -> tuple[drafters.Case, ...]:
   """The successor table starts from the target's own text (``corpus``), or as ids 0..k-1 in every row,
   and learns inside each cell's loop (shared by every row); with ``adaptive`` each round verifies the
-  first 0, 2 or all 5 nodes."""
-  make = lambda k, budgets: lambda m: Recycling.create(m.target.vocab_size, k, MATRIX_PATHS, budgets)
+  first 0, 2 or all 5 nodes, and the table learns from every node each round scored (``learn_from``)."""
+  make = lambda k, budgets: lambda m: Recycling.create(m.target.vocab_size, k, MATRIX_PATHS, budgets, "tree")
   return (
       drafters.Case("recycling/k=3", ("k", "paths", "corpus"), from_text),
-      drafters.Case("recycling/k=2,budgets=0,2,5/adaptive", ("k", "paths", "budgets", "adaptive"),
+      drafters.Case("recycling/k=2,budgets=0,2,5/adaptive", ("k", "paths", "budgets", "adaptive", "learn_from"),
                     make(2, (0, 2, 5)), adaptive=True),
   )
 
