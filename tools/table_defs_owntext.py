@@ -3,6 +3,8 @@
 JSON files in ``benchmarks/owntext/``."""
 from __future__ import annotations
 
+import ast
+
 from table_kit import TARGET_NAMES, Sources, Table, drafter_label, drafter_setting, f, n, same, t, table, x
 
 PATTERN = "benchmarks/owntext/*.json"
@@ -10,9 +12,13 @@ PATTERN = "benchmarks/owntext/*.json"
 
 def label(name: str, row: dict) -> str:
   """The row's drafter in words, with its corpus and non-default memory settings."""
-  words = drafter_label(name)
-  if (row.get("options") or {}).get("corpus"):
+  words, options = drafter_label(name), row.get("options") or {}
+  if options.get("paths"):  # a template of its own: its node count
+    words += f", {len(ast.literal_eval(str(options['paths'])))}-node tree"
+  if options.get("corpus"):
     words += " + corpus of the target's answers"
+  if options.get("learn_from") == "tree":
+    words += ", learning from every scored node"
   return f"{words} ({drafter_setting(row)})"
 
 
@@ -62,11 +68,19 @@ def owntext_rounds(src: Sources) -> Table:
 
 
 def summary_rows(src: Sources) -> list:
-  """README summary rows (``[target, drafter, prompts, B, T, speedup, tokens/call, = AR, json]``)."""
-  out = []
+  """README summary rows (``[target, drafter, prompts, B, T, speedup, tokens/call, = AR, json]``): per
+  file its fastest and its slowest drafter (every row is in docs/results.md's table)."""
+  by_file = {}
   for rel, d, target, name, r in rows_of(src):
-    cfg, o = d["config"], r["overall"]
-    out.append([target, label(name, r), prompts(cfg, d["categories"]), str(cfg["batch_size"]), t(cfg["temperature"]),
-                x(o["speedup"]), f(o["tokens_per_iteration"]), same(o["identical_to_autoregressive"], cfg["temperature"]),
-                rel])
+    by_file.setdefault(rel, []).append((d, target, name, r))
+  out = []
+  for rel, rows in by_file.items():
+    ranked = sorted(rows, key=lambda row: -row[3]["overall"]["speedup"])
+    picks = [("", ranked[0])] if len(ranked) == 1 else [(f"fastest of {len(ranked)}: ", ranked[0]),
+                                                         (f"slowest of {len(ranked)}: ", ranked[-1])]
+    for prefix, (d, target, name, r) in picks:
+      cfg, o = d["config"], r["overall"]
+      out.append([target, prefix + label(name, r), prompts(cfg, d["categories"]), str(cfg["batch_size"]),
+                  t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
+                  same(o["identical_to_autoregressive"], cfg["temperature"]), rel])
   return out
