@@ -44,6 +44,18 @@ def test_template_checks_and_shape():
     drafter.check_compatible(specjax.testing.tiny_decoder(16))
 
 
+def test_ranked_paths_are_heaviest_first_and_every_prefix_is_a_tree():
+  paths = recycling.ranked_paths(49)
+  assert len(set(paths)) == 49 and max(map(len, paths)) == 6
+  weight = lambda p: np.prod([recycling.RANK_WEIGHTS[r] for r in p])  # noqa: E731
+  assert all(weight(a) >= weight(b) for a, b in zip(paths, paths[1:]))
+  for b in (1, 4, 16, 49):  # each budget's first nodes: a template of their own (parents first)
+    recycling.template(paths[:b])
+  assert set(recycling.ranked_paths(8)) == set(recycling.DEFAULT_PATHS)
+  with pytest.raises(ValueError, match="positive integer"):
+    recycling.ranked_paths(0)
+
+
 def test_a_table_counted_from_text_starts_with_the_most_frequent_successors():
   docs = [[1, 2, 1, 2, 1, 3], [1, 3, 1, 2, 4]]  # after 1: 2 three times, 3 twice; after 2: 1 twice, 4 once
   table = np.asarray(recycling.table_from_text(6, 3, docs))

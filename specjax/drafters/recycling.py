@@ -22,6 +22,8 @@ against the running residual (``accept.residual_one_hot``), exact at every tempe
 """
 from __future__ import annotations
 
+import heapq
+
 import flax
 import jax
 import jax.numpy as jnp
@@ -34,6 +36,8 @@ from specjax.drafters.base import Draft, Drafter
 # two, budget 4 adds the second successor at depth 1 and a third level), then the next choices.
 DEFAULT_PATHS = ((0,), (0, 0), (1,), (0, 0, 0), (0, 1), (2,), (1, 0), (0, 0, 0, 0))
 DEFAULT_BUDGETS = (0, 2, 4, 8)
+# the share of rounds assumed to accept each successor rank, when ranking template paths (ranked_paths)
+RANK_WEIGHTS = (0.5, 0.14, 0.07, 0.045, 0.03, 0.022, 0.017, 0.013)
 # which verified nodes the table learns from: the accepted path (and the bonus position), or every node
 # the pass scored (Token Recycling's update: rejected drafts' candidates too, before the path's)
 LEARN_FROM = ("path", "tree")
@@ -58,6 +62,27 @@ def template(paths) -> tuple[tuple[int, ...], np.ndarray]:
     parents.append(index[p[:-1]])
     rank.append(p[-1])
   return tuple(parents), np.asarray(rank, np.int32)
+
+
+def ranked_paths(nodes: int, max_depth: int = 6) -> tuple[tuple[int, ...], ...]:
+  """A template of the ``nodes`` likeliest paths, each weighted by the product of its ranks'
+  ``RANK_WEIGHTS``, heaviest first: a child weighs less than its parent and a sibling less than the
+  one ranked before it, so parents and lower ranks come first and every prefix is a tree (a budget)."""
+  if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+    raise ValueError(f"recycling nodes must be a positive integer, got {nodes!r}")
+  key = lambda w, path: (-w, len(path), path)  # noqa: E731
+  frontier = [key(RANK_WEIGHTS[r], (r,)) for r in range(len(RANK_WEIGHTS))]
+  heapq.heapify(frontier)
+  out = []
+  while frontier and len(out) < nodes:
+    neg_w, _, path = heapq.heappop(frontier)
+    out.append(path)
+    if len(path) < max_depth:
+      for r, w in enumerate(RANK_WEIGHTS):
+        heapq.heappush(frontier, key(-neg_w * w, path + (r,)))
+  if len(out) < nodes:
+    raise ValueError(f"recycling nodes={nodes}: more than the {len(out)} paths of depth <= {max_depth}")
+  return tuple(out)
 
 
 def initial_table(vocab_size: int, k: int) -> jax.Array:
