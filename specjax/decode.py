@@ -328,10 +328,15 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     last_B = _last_tokens(rows)[:, 0]
     cache, hidden, new_BxG1, n_B, overlap_BxG, topk_BxG1xK, topk_BxNxK = verify(state.cache, last_B, p)
     num_B = jnp.full(n_B.shape, gamma, jnp.int32) if p.num_B is None else p.num_B
-    scored = None
+    scored = {}  # Verified's scored_* fields, when the drafter asks (verify_topk_nodes)
     if topk_nodes:  # every node the pass scored: a chain's submitted drafts, the tree's nodes within the budget
-      nodes_B = (num_B if is_chain else jnp.asarray(widths, jnp.int32)[p.pick] if budgeted
-                 else jnp.full(n_B.shape, p.draft.tokens_BxG.shape[1])) + 1
+      if is_chain:
+        drafted_B = num_B
+      elif budgeted:
+        drafted_B = jnp.full(n_B.shape, jnp.asarray(widths, jnp.int32)[p.pick])
+      else:
+        drafted_B = jnp.full(n_B.shape, p.draft.tokens_BxG.shape[1])
+      nodes_B = drafted_B + 1
       scored = dict(scored_BxN=jnp.concatenate([last_B[:, None], p.draft.tokens_BxG], axis=1),
                     scored_topk_BxNxK=topk_BxNxK, scored_count_B=jnp.where(active, nodes_B, 0))
     if budgeted:  # the depth of the round's tree: positions offered, for the statistics
@@ -360,12 +365,12 @@ def _speculative(target, drafter, prompts_BxP, prompt_lengths_B, rng, verify_cos
     if topk:  # declared by the drafter: only then does commit take verified=
       drafter_state = current.commit(state.drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden,
                                      verified=Verified(fed_BxG1, new_BxG1, jnp.where(active, n_B + 1, 0), topk_BxG1xK,
-                                                       **(scored or {})))
+                                                       **scored))
     else:
       drafter_state = current.commit(state.drafter_state, rows.tokens_BxS, rows.seq_len_B, n_B, hidden)
     rows, count_B = _append(rows, new_BxG1, n_B + 1, max_new_tokens, eos_id)
     if memory is not None:  # what the rows' appended tokens taught the drafter (cut at EOS / the budget)
-      memory = drafter.learn(memory, Verified(fed_BxG1, new_BxG1, count_B, topk_BxG1xK, **(scored or {})))
+      memory = drafter.learn(memory, Verified(fed_BxG1, new_BxG1, count_B, topk_BxG1xK, **scored))
     cache = cache.with_length(rows.seq_len_B - 1)
     if queue is not None:  # continuous refill: finished rows take the next queued prompts
       queue, rows, ((cache, drafter_state),) = refill_lib.refill(queue, rows, ((cache, drafter_state),), (start,),

@@ -69,7 +69,7 @@ def ranked_paths(nodes: int, max_depth: int = 6) -> tuple[tuple[int, ...], ...]:
   ``RANK_WEIGHTS``, heaviest first: a child weighs less than its parent and a sibling less than the
   one ranked before it, so parents and lower ranks come first and every prefix is a tree (a budget)."""
   if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-    raise ValueError(f"recycling nodes must be a positive integer, got {nodes!r}")
+    raise ValueError(f"ranked_paths: nodes must be a positive integer, got {nodes!r}")
   key = lambda w, path: (-w, len(path), path)  # noqa: E731
   frontier = [key(RANK_WEIGHTS[r], (r,)) for r in range(len(RANK_WEIGHTS))]
   heapq.heapify(frontier)
@@ -81,7 +81,7 @@ def ranked_paths(nodes: int, max_depth: int = 6) -> tuple[tuple[int, ...], ...]:
       for r, w in enumerate(RANK_WEIGHTS):
         heapq.heappush(frontier, key(-neg_w * w, path + (r,)))
   if len(out) < nodes:
-    raise ValueError(f"recycling nodes={nodes}: more than the {len(out)} paths of depth <= {max_depth}")
+    raise ValueError(f"ranked_paths: nodes={nodes} is more than the {len(out)} paths of depth <= {max_depth}")
   return tuple(out)
 
 
