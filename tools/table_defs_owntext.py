@@ -80,16 +80,16 @@ def owntext_rounds(src: Sources) -> Table:
 
 def summary_rows(src: Sources) -> list:
   """README summary rows (``[target, drafter, prompts, B, T, speedup, tokens/call, = AR, json]``): per
-  file its fastest and its slowest drafter (every row is in docs/results.md's table)."""
-  by_file = {}
+  target its fastest and its slowest row over all its files (every row is in docs/results.md's table)."""
+  by_target = {}
   for rel, d, target, name, r in rows_of(src):
-    by_file.setdefault(rel, []).append((d, target, name, r))
+    by_target.setdefault(target, []).append((rel, d, name, r))
   out = []
-  for rel, rows in by_file.items():
+  for target, rows in by_target.items():
     ranked = sorted(rows, key=lambda row: -row[3]["overall"]["speedup"])
     picks = [("", ranked[0])] if len(ranked) == 1 else [(f"fastest of {len(ranked)}: ", ranked[0]),
                                                          (f"slowest of {len(ranked)}: ", ranked[-1])]
-    for prefix, (d, target, name, r) in picks:
+    for prefix, (rel, d, name, r) in picks:
       cfg, o = d["config"], r["overall"]
       out.append([target, prefix + label(name, r), prompts(cfg, d["categories"]), str(cfg["batch_size"]),
                   t(cfg["temperature"]), x(o["speedup"]), f(o["tokens_per_iteration"]),
