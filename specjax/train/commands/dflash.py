@@ -19,7 +19,6 @@ import json
 import pathlib
 import time
 
-from absl import flags
 import numpy as np
 
 import specjax
@@ -28,25 +27,12 @@ from specjax.models import block_drafter, heads
 from specjax.train import heads as train_heads
 from specjax.train.commands import common, real_heads
 
-# flag: (kind, default with --data=generated, default with --data=real; None: from --target)
-DEFAULTS = {
-    "target": ("string", "specjax/assets/demo/target", "smollm2-135m-instruct"),
-    "out": ("string", "specjax/assets/demo/dflash", None),
-    "workdir": ("string", "runs/dflash", None),
-    "steps": ("integer", 1000, 400),
-    "batch": ("integer", 16, 8),
-    "block_size": ("integer", 8, 4),
-    "mlp_dim": ("integer", 1024, 1152),
-}
-HELPS = {
-    "target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
-    "out": "where the trained drafter goes",
-    "workdir": "checkpoints and metrics",
-    "steps": "optimizer steps",
-    "batch": "sequences per step",
-    "block_size": "B: anchor + B-1 masks; decode with gamma = B-1",
-    "mlp_dim": "draft MLP width",
-}
+FLAG_TABLE = real_heads.head_flags(  # flag: (kind, demo default, --data=real default, help)
+    "dflash", "where the trained drafter goes",
+    steps=("integer", 1000, 400, "optimizer steps"),
+    batch=("integer", 16, 8, "sequences per step"),
+    block_size=("integer", 8, 4, "B: anchor + B-1 masks; decode with gamma = B-1"),
+    mlp_dim=("integer", 1024, 1152, "draft MLP width"))
 DEMO_FLAGS = ("pool", "seq_len", "gen_temperatures", "eval_only")
 
 
@@ -110,17 +96,7 @@ REAL = real_heads.RealHeadRecipe(
     feature_layers=feature_layers, anchors=lambda opt: (opt.block_size, opt.anchors))
 
 
-def run(fv) -> int:
-  return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
-                            lambda opt: real_heads.run(opt, REAL))
-
-
-def main(argv) -> int:
-  fv = flags.FlagValues()
-  d = lambda kind, name, default, text, **kw: common.define(fv, kind, name, default, text, **kw)
-  d("enum", "data", "generated", "generated: the target's continuations of stdlib prompts (a model folder, "
-    "the demo); real: the data task's generations of a real target", enum_values=["generated", "real"])
-  common.define_by_data(fv, DEFAULTS, HELPS)
+def define_own(d) -> None:
   d("integer", "anchors", 8, "random anchors (blocks) per sequence per step")
   d("integer", "num_layers", 1, "draft layers")
   d("integer", "num_feature_layers", 3, "target layers fused into the context feature")
@@ -134,5 +110,7 @@ def main(argv) -> int:
     "the context lengths you decode at: DFlash drafts worse past the positions it saw")
   d("list", "gen_temperatures", ["0.0", "0.7"], "--data=generated: temperatures the generated pool is split over")
   d("bool", "eval_only", False, "--data=generated: skip training; evaluate the drafter at --out")
-  real_heads.define_flags(fv)
-  return common.run_task(fv, argv, __doc__, "dflash", lambda: run(fv))
+
+
+def main(argv) -> int:
+  return real_heads.head_task(argv, __doc__, REAL, FLAG_TABLE, DEMO_FLAGS, train_demo, define_own)

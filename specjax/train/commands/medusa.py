@@ -19,7 +19,6 @@ import json
 import pathlib
 import time
 
-from absl import flags
 import numpy as np
 
 from specjax import checkpoint
@@ -29,25 +28,13 @@ from specjax.drafters import medusa as medusa_lib
 from specjax.train import heads as train_heads
 from specjax.train import loop
 from specjax.train import medusa as medusa_train
-from specjax.train.commands import common, real_heads
+from specjax.train.commands import real_heads
 
-# flag: (kind, default with --data=generated, default with --data=real; None: from --target)
-DEFAULTS = {
-    "target": ("string", "specjax/assets/demo/target", "smollm2-135m-instruct"),
-    "out": ("string", "specjax/assets/demo/medusa", None),
-    "workdir": ("string", "runs/medusa", None),
-    "num_heads": ("integer", 4, 3),
-    "steps": ("integer", 1500, 400),
-    "batch": ("integer", 16, 8),
-}
-HELPS = {
-    "target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
-    "out": "the head bundle folder (config.json + model.safetensors)",
-    "workdir": "checkpoints and metrics",
-    "num_heads": "Medusa heads (head k predicts k + 2 tokens ahead)",
-    "steps": "optimizer steps",
-    "batch": "sequences per step",
-}
+FLAG_TABLE = real_heads.head_flags(  # flag: (kind, demo default, --data=real default, help)
+    "medusa", "the head bundle folder (config.json + model.safetensors)",
+    num_heads=("integer", 4, 3, "Medusa heads (head k predicts k + 2 tokens ahead)"),
+    steps=("integer", 1500, 400, "optimizer steps"),
+    batch=("integer", 16, 8, "sequences per step"))
 DEMO_FLAGS = ("num_sequences", "prompt_len", "gen_tokens", "gen_temperatures")
 
 
@@ -107,17 +94,7 @@ def make_real(opt, target, subset):
 REAL = real_heads.RealHeadRecipe("medusa", make_real, eval_gammas=lambda opt: [max(map(len, real_paths(opt)))])
 
 
-def run(fv) -> int:
-  return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
-                            lambda opt: real_heads.run(opt, REAL))
-
-
-def main(argv) -> int:
-  fv = flags.FlagValues()
-  d = lambda kind, name, default, text, **kw: common.define(fv, kind, name, default, text, **kw)
-  d("enum", "data", "generated", "generated: the target's continuations of stdlib prompts (a model folder, "
-    "the demo); real: the data task's generations of a real target", enum_values=["generated", "real"])
-  common.define_by_data(fv, DEFAULTS, HELPS)
+def define_own(d) -> None:
   d("float", "learning_rate", 3e-3, "peak learning rate")
   d("integer", "seed", 0, "seed for prompts and data order")
   d("integer", "num_sequences", 384, "--data=generated: self-distillation sequences (the last 1/8 held out)")
@@ -126,5 +103,7 @@ def main(argv) -> int:
   d("list", "gen_temperatures", ["0"], "--data=generated: generation temperatures for the data, sequences "
     "split evenly. 0 (greedy, the shipped heads); 0,1 trades greedy acceptance for sampled: "
     "benchmarks/families/medusa_data_mix.md")
-  real_heads.define_flags(fv)
-  return common.run_task(fv, argv, __doc__, "medusa", lambda: run(fv))
+
+
+def main(argv) -> int:
+  return real_heads.head_task(argv, __doc__, REAL, FLAG_TABLE, DEMO_FLAGS, train_demo, define_own)

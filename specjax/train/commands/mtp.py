@@ -19,7 +19,6 @@ import json
 import pathlib
 import time
 
-from absl import flags
 import numpy as np
 
 import specjax
@@ -28,25 +27,12 @@ from specjax.models import heads
 from specjax.train import heads as train_heads
 from specjax.train.commands import common, real_heads
 
-# flag: (kind, default with --data=generated or corpus, default with --data=real; None: from --target)
-DEFAULTS = {
-    "target": ("string", "specjax/assets/demo/target", "smollm2-135m-instruct"),
-    "out": ("string", "specjax/assets/demo/mtp", None),
-    "workdir": ("string", "runs/mtp", None),
-    "steps": ("integer", 200, 400),
-    "depth": ("integer", 7, 4),
-    "mlp_dim": ("integer", 1024, 1152),
-    "eval_gammas": ("list", [str(g) for g in range(1, 8)], ["2", "3", "4"]),
-}
-HELPS = {
-    "target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
-    "out": "where the trained head goes",
-    "workdir": "checkpoints and metrics",
-    "steps": "optimizer steps",
-    "depth": "recursive steps unrolled in training",
-    "mlp_dim": "head MLP width",
-    "eval_gammas": "draft lengths measured on held-out prompts",
-}
+FLAG_TABLE = real_heads.head_flags(  # flag: (kind, demo default, --data=real default, help)
+    "mtp", "where the trained head goes",
+    steps=("integer", 200, 400, "optimizer steps"),
+    depth=("integer", 7, 4, "recursive steps unrolled in training"),
+    mlp_dim=("integer", 1024, 1152, "head MLP width"),
+    eval_gammas=("list", [str(g) for g in range(1, 8)], ["2", "3", "4"], "draft lengths measured on held-out prompts"))
 DEMO_FLAGS = ("pool", "seq_len", "gen_temperatures", "eval_only")
 
 
@@ -94,18 +80,7 @@ def make_real(opt, target, subset):
 REAL = real_heads.RealHeadRecipe("mtp", make_real, eval_gammas=lambda opt: [int(g) for g in opt.eval_gammas])
 
 
-def run(fv) -> int:
-  return common.run_by_data(fv, DEFAULTS, DEMO_FLAGS, real_heads.FLAGS, train_demo,
-                            lambda opt: real_heads.run(opt, REAL))
-
-
-def main(argv) -> int:
-  fv = flags.FlagValues()
-  d = lambda kind, name, default, text, **kw: common.define(fv, kind, name, default, text, **kw)
-  d("enum", "data", "generated", "generated: the target's continuations of stdlib prompts (a model folder, the "
-    "demo); corpus: stdlib crops; real: the data task's generations of a real target",
-    enum_values=["generated", "corpus", "real"])
-  common.define_by_data(fv, DEFAULTS, HELPS)
+def define_own(d) -> None:
   d("integer", "batch", 8, "sequences per step")
   d("integer", "num_blocks", 1, "residual MLP blocks in the head")
   d("float", "learning_rate", 3e-3, "peak learning rate")
@@ -114,5 +89,11 @@ def main(argv) -> int:
   d("integer", "seq_len", 128, "--data=generated/corpus: tokens per training sequence")
   d("list", "gen_temperatures", ["0.0", "0.7"], "--data=generated: temperatures the generated pool is split over")
   d("bool", "eval_only", False, "--data=generated/corpus: skip training; evaluate the head at --out")
-  real_heads.define_flags(fv)
-  return common.run_task(fv, argv, __doc__, "mtp", lambda: run(fv))
+
+
+def main(argv) -> int:
+  return real_heads.head_task(argv, __doc__, REAL, FLAG_TABLE, DEMO_FLAGS, train_demo, define_own,
+                              data_values=("generated", "corpus", "real"),
+                              data_help="generated: the target's continuations of stdlib prompts (a model folder, "
+                                        "the demo); corpus: stdlib crops; real: the data task's generations of a "
+                                        "real target")

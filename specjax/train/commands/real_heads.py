@@ -30,6 +30,7 @@ import pathlib
 import time
 from typing import Callable
 
+from absl import flags
 import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
@@ -132,3 +133,35 @@ def run(opt, recipe: RealHeadRecipe) -> int:
   (out / "training.json").write_text(json.dumps(report, indent=2) + "\n")
   print(json.dumps({k: v for k, v in report.items() if k != "curve"}, indent=2))
   return 0
+
+
+def head_flags(family: str, out_help: str, **more) -> tuple[dict, dict]:
+  """``(defaults, helps)`` of a head trained on the demo target or a real one, for :func:`head_task`:
+  ``--target``, ``--out`` (demo: ``specjax/assets/demo/<family>``; real: from ``--target``), ``--workdir``,
+  and ``more``: ``name=(kind, demo default, real default, help)``."""
+  defaults = {"target": ("string", "specjax/assets/demo/target", "smollm2-135m-instruct"),
+              "out": ("string", f"specjax/assets/demo/{family}", None),
+              "workdir": ("string", f"runs/{family}", None),
+              **{name: spec[:3] for name, spec in more.items()}}
+  helps = {"target": "the frozen target: a model folder, or with --data=real anything load_pretrained takes",
+           "out": out_help, "workdir": "checkpoints and metrics", **{name: spec[3] for name, spec in more.items()}}
+  return defaults, helps
+
+
+def head_task(argv, doc: str, recipe: RealHeadRecipe, flag_table: tuple[dict, dict], demo_flags, train_demo,
+              define_own: Callable, data_values=("generated", "real"), data_help: str = "") -> int:
+  """A head's training command: ``--data`` (``data_values``), the flags whose defaults follow it
+  (``flag_table``, from :func:`head_flags`), the command's own (``define_own(define)``, ``define(kind, name,
+  default, help)``) and the real target's; ``--data=real`` runs :func:`run` with ``recipe``, anything
+  else ``train_demo(opt)``, and a flag of the other mode is refused."""
+  fv = flags.FlagValues()
+  define = lambda kind, name, default, text, **kw: common.define(fv, kind, name, default, text, **kw)  # noqa: E731
+  define("enum", "data", data_values[0], data_help or "generated: the target's continuations of stdlib prompts "
+         "(a model folder, the demo); real: the data task's generations of a real target",
+         enum_values=list(data_values))
+  defaults, helps = flag_table
+  common.define_by_data(fv, defaults, helps)
+  define_own(define)
+  define_flags(fv)
+  return common.run_task(fv, argv, doc, recipe.family, lambda: common.run_by_data(
+      fv, defaults, demo_flags, FLAGS, train_demo, lambda opt: run(opt, recipe)))
