@@ -1,6 +1,6 @@
 """Medusa-1 heads on the demo target (no separate drafter), a static sparse tree, greedy.
 
-  python -m specjax.train medusa --target=specjax/assets/demo/target --out=specjax/assets/demo/medusa
+  python -m specjax.train medusa:demo/medusa --target=specjax/assets/demo/target
   python -m specjax.run --config=configs/medusa_demo.py
   python -m specjax.run --config=configs/medusa_demo.py --config.drafter.tree=mc_sim_7b_63
   python -m specjax.run --config=configs/medusa_demo.py --config.temperature=1.0 --config.drafter.acceptance=typical --config.allow_lossy=True

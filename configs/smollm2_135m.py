@@ -23,7 +23,7 @@ training.json (python -m specjax.train draft_model; mtp and medusa with --data=r
 A DFlash block drafter (7.5 MB, not shipped: the weakest here) is 17 minutes away once
 python -m specjax.train data has run:
 
-  python -m specjax.train dflash --data=real --steps=1600 --out=runs/smollm2_dflash/head
+  python -m specjax.train dflash:runs/smollm2_dflash/head --data=real --steps=1600
   python -m specjax.run --config=configs/smollm2_135m.py --config.drafter.kind=dflash \
       --config.drafter.checkpoint=runs/smollm2_dflash/head --config.drafter.gamma=3
 """

@@ -65,6 +65,17 @@ def test_bad_flags_are_one_line_and_exit_2(capsys, args, message):
   assert len(err.splitlines()) == 1 and err.startswith(f"{args[0]}: ") and message in err, err
 
 
+def test_kind_colon_checkpoint_is_the_task_and_its_out_folder(capsys):
+  assert train_main.task_args(["p", "mtp:runs/x", "--steps=3"]) == ["p", "mtp", "--out=runs/x", "--steps=3"]
+  assert train_main.task_args(["p", "mtp:smollm2/mtp"])[2] == f"--out={REPO / 'specjax/assets/smollm2/mtp'}"
+  for args, message in ((["mtp:runs/x", "--out=y"], "drop --out"), (["mtp:"], "no checkpoint after the colon"),
+                        (["demo:runs/x"], "'demo' is not one"), (["ngram:runs/x"], "'ngram' is not one")):
+    assert train(*args) == 2, args
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+  assert "eagle" in err and "draft_model" in err  # the kinds that train are named
+
+
 def test_defaults_follow_data():
   """A flag left unset takes the demo default or the real one; one given on the command line wins."""
   defaults = {"steps": ("integer", 1500, 400), "out": ("string", "specjax/assets/demo/medusa", None)}
@@ -95,9 +106,9 @@ def test_real_heads_end_to_end(family, extra, tmp_path, capsys):
     np.savez(tmp_path / "data" / split / "00000.npz", prompts=rng.integers(32, 127, (n, 40)).astype(np.int32),
              prompt_lengths=np.full((n,), 40, np.int32), tokens=rng.integers(32, 127, (n, 48)).astype(np.int32),
              lengths=np.full((n,), 48, np.int32), kinds=np.array(["code"] * n), sources=np.array(["x"] * n))
-  out = tmp_path / family
-  assert train(family, "--data=real", f"--target={REPO / 'specjax/assets/demo/target'}",
-               f"--data_dir={tmp_path / 'data'}", f"--out={out}", f"--workdir={tmp_path / 'wd'}",
+  out = tmp_path / family  # trained as KIND:CHECKPOINT, the name bench and run draft with
+  assert train(f"{family}:{out}", "--data=real", f"--target={REPO / 'specjax/assets/demo/target'}",
+               f"--data_dir={tmp_path / 'data'}", f"--workdir={tmp_path / 'wd'}",
                "--k=64", "--crop=64", "--steps=4", "--batch=4", *extra) == 0
   stdout = capsys.readouterr().out
   report = json.loads((out / "training.json").read_text())
@@ -107,8 +118,6 @@ def test_real_heads_end_to_end(family, extra, tmp_path, capsys):
   assert len(list((tmp_path / "data").glob("features_crop64*.npz"))) == 1  # cached for the next run
   import specjax  # pylint: disable=import-outside-toplevel
   target = specjax.checkpoint.load_model(REPO / "specjax/assets/demo/target")
-  if family in ("mtp", "dflash"):
-    drafter = specjax.drafters.build(family, {"checkpoint": str(out), "gamma": 3}, target)
-  else:
-    drafter = specjax.drafters.build("medusa", {"checkpoint": str(out), "tree": "chain2", "gamma": 2}, target)
+  options = ("medusa.tree=chain2", "medusa.gamma=2") if family == "medusa" else (f"{family}.gamma=3",)
+  drafter = specjax.drafters.build(*specjax.drafters.parse_drafter(f"{family}:{out}", options), target)
   assert drafter.subset_K.shape == (64,)

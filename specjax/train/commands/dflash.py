@@ -2,7 +2,7 @@
 
   python -m specjax.train dflash --workdir=runs/dflash        # demo target -> specjax/assets/demo/dflash, ~12 min
   python -m specjax.train dflash --eval_only --eval_gammas=3,7,11                        # block-size mismatch
-  nice -n 10 python -m specjax.train dflash --data=real --steps=1600 --out=runs/smollm2_dflash/head   # SmolLM2
+  nice -n 10 python -m specjax.train dflash:runs/smollm2_dflash/head --data=real --steps=1600   # SmolLM2
 
 The demo (``--data=generated``): target-generated continuations of stdlib prompts (DFlash trains on
 the target's own responses); the chosen target layers' outputs are computed once for the whole pool.
