@@ -31,18 +31,18 @@ def summary(module: str) -> str:
   return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
-def usage(prog: str, tasks: dict) -> str:
+def usage(prog: str, tasks: dict, synopsis: str = "<task>") -> str:
   width = max(map(len, tasks))
-  lines = [f"usage: python -m {prog} <task> [flags]   (python -m {prog} <task> --help: its flags)", "", "tasks:"]
+  lines = [f"usage: python -m {prog} {synopsis} [flags]   (python -m {prog} <task> --help: its flags)", "", "tasks:"]
   lines += [f"  {name:<{width}}  {summary(module)}" for name, module in tasks.items()]
   return "\n".join(lines)
 
 
-def dispatch(prog: str, tasks: dict, argv, moved: dict | None = None) -> int:
+def dispatch(prog: str, tasks: dict, argv, moved: dict | None = None, synopsis: str = "<task>") -> int:
   """Runs the task named by ``argv[1]`` with the rest of ``argv``; 2 for no or an unknown task (a task
   in ``moved``: one line naming what replaced it)."""
   if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
-    print(usage(prog, tasks))
+    print(usage(prog, tasks, synopsis))
     return 0 if len(argv) >= 2 else 2
   task = argv[1]
   if task in (moved or {}):

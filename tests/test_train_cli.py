@@ -31,6 +31,7 @@ def test_help_lists_every_task_and_each_help_exits_0(capsys):
   assert listed == list(train_main.TASKS)
   assert {"demo", "medusa", "mtp", "dflash", "eagle", "data", "draft_model", "t5_ende"} <= set(listed)
   assert "(module not found)" not in out
+  assert out.startswith("usage: python -m specjax.train <task | KIND:CHECKPOINT> [flags]"), out.splitlines()[0]
   for name, module in train_main.TASKS.items():
     assert train(name, "--help") == 0, name
     text = capsys.readouterr().out

@@ -19,8 +19,11 @@ TASKS = {"demo": "specjax.train.commands.demo",
 summary = cli.summary
 
 
+SYNOPSIS = "<task | KIND:CHECKPOINT>"
+
+
 def usage() -> str:
-  return cli.usage("specjax.train", TASKS)
+  return cli.usage("specjax.train", TASKS, SYNOPSIS)
 
 
 def task_args(argv) -> list:
@@ -46,7 +49,7 @@ def main(argv) -> int:
     except cli.UsageError as e:
       print(f"specjax.train: {e}", file=sys.stderr)
       return 2
-  return cli.dispatch("specjax.train", TASKS, argv)
+  return cli.dispatch("specjax.train", TASKS, argv, synopsis=SYNOPSIS)
 
 
 if __name__ == "__main__":
