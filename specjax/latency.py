@@ -117,15 +117,6 @@ def step_breakdown(flops: float, memory_bytes: float, coll_s: float, num_layers:
               overhead_s=fixed, latency_s=max(compute, memory) + coll_s + fixed)
 
 
-def calibrate_step_overhead(measured_s: float, predicted_without_s: float) -> float:
-  """The per-step fixed overhead that makes one measured step match (never negative)."""
-  return max(0.0, measured_s - predicted_without_s)
-
-
-def calibrate_layer_overhead(measured_s: float, predicted_without_s: float, num_layers: int) -> float:
-  return max(0.0, measured_s - predicted_without_s) / max(num_layers, 1)
-
-
 def relative_error(predicted: float, published: float) -> float:
   return (predicted - published) / published if published else math.nan
 

@@ -22,15 +22,6 @@ def catalogue_files(dirs=DEFAULT_DIRS) -> list[pathlib.Path]:
   return files
 
 
-def load_pairs(dirs=DEFAULT_DIRS, max_chars: int = 200) -> list[tuple[str, str]]:
-  """Deduplicated (english, german) pairs; plural forms and empty/identical entries dropped."""
-  pairs: dict[str, str] = {}
-  for path in catalogue_files(dirs):
-    for en, de in _catalogue_pairs(path, max_chars):
-      pairs.setdefault(en, de)
-  return sorted(pairs.items())
-
-
 # Catalogues held out for evaluation (T5 EnDe, python -m specjax.train t5_ende): command-line tools' messages,
 # about 5% of the pairs. A string that any held-out catalogue contains is dropped from training too
 # (gnulib messages recur across programs), so every evaluation source is unseen in training.

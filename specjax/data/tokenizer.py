@@ -37,27 +37,3 @@ class ByteTokenizer:
 
   def decode(self, ids) -> str:
     return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
-
-
-@dataclasses.dataclass(frozen=True)
-class SentencePieceTokenizer:
-  """Wraps a SentencePiece model file (needs the optional `sentencepiece` package)."""
-  model_path: str
-
-  def __post_init__(self):
-    try:
-      import sentencepiece as spm  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-      raise ImportError("SentencePieceTokenizer needs `pip install sentencepiece`") from e
-    object.__setattr__(self, "_sp", spm.SentencePieceProcessor(model_file=self.model_path))
-
-  vocab_size = property(lambda self: self._sp.get_piece_size())
-  pad_id = property(lambda self: max(self._sp.pad_id(), 0))
-  bos_id = property(lambda self: self._sp.bos_id())
-  eos_id = property(lambda self: self._sp.eos_id())
-
-  def encode(self, text: str) -> list[int]:
-    return self._sp.encode(text)
-
-  def decode(self, ids) -> str:
-    return self._sp.decode([int(i) for i in ids])
