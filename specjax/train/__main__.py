@@ -31,8 +31,8 @@ def task_args(argv) -> list:
   (a name under specjax/assets where one exists, as the drafter loaders resolve it)."""
   from specjax.models import heads  # pylint: disable=import-outside-toplevel
   task, _, checkpoint = argv[1].partition(":")
-  if task not in TASKS or task not in drafters.kinds():
-    trained = [k for k in TASKS if k in drafters.kinds()]
+  trained = [k for k in TASKS if k in drafters.kinds()]
+  if task not in trained:
     raise cli.UsageError(f"{argv[1]!r}: KIND:CHECKPOINT names a drafter kind with a training task "
                          f"({', '.join(trained)}); {task!r} is not one")
   if not checkpoint:
