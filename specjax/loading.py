@@ -93,13 +93,13 @@ def load_gguf(path, *, cache: bool = True, verbose: bool = True, mesh=None, **co
             HFTokenizer.from_gguf(path, reader))
   folder = _cache_folder(path)
   remove_stale_conversions(folder.parent)
-  rebuild = False
+  broken = None  # the inode of a cache folder that failed to load
   if (folder / "model.safetensors").is_file():
     try:
       return checkpoint.load_model(folder, mesh=mesh, **config_overrides), HFTokenizer.from_folder(folder)
     except (CheckpointError, ValueError, OSError) as e:  # a broken cache is rebuilt, not fatal
       _say(verbose, f"cache {folder} unreadable ({e}); converting {path.name} again")
-      rebuild = True
+      broken = _inode(folder)
   start = time.time()
   _say(verbose, f"converting {path.name} (dequantize + tokenizer), once; cached in {folder}")
   tmp = folder.with_name(f"{folder.name}{_TMP}{os.getpid()}-{_host()}")
@@ -110,13 +110,39 @@ def load_gguf(path, *, cache: bool = True, verbose: bool = True, mesh=None, **co
     HFTokenizer.from_gguf(path, reader).save(tmp)
     del reader
     (tmp / "source.json").write_text(json.dumps({"gguf": str(path.resolve())}) + "\n")
-    if rebuild or not (folder / "model.safetensors").is_file():  # else: a run beside this one finished first
-      shutil.rmtree(folder, ignore_errors=True)
-      tmp.rename(folder)  # atomic: a half-written cache is never read
+    install_conversion(tmp, folder, broken)
   finally:
     shutil.rmtree(tmp, ignore_errors=True)  # interrupted, or not needed
   _say(verbose, f"converted in {time.time() - start:.1f} s")
   return checkpoint.load_model(folder, mesh=mesh, **config_overrides), HFTokenizer.from_folder(folder)
+
+
+def install_conversion(tmp: pathlib.Path, folder: pathlib.Path, broken: int | None = None) -> None:
+  """Renames a finished conversion ``tmp`` into ``folder`` (atomic: a half-written cache is never
+  read). A complete folder that a run beside this one installed first is kept and ``tmp`` is left
+  for the caller to remove; a folder without weights, or the one this run failed to read (inode
+  ``broken``), is moved aside and removed first. Nothing is ever deleted in place, since another
+  process may be reading a complete folder."""
+  complete = (folder / "model.safetensors").is_file()
+  if folder.exists() and (not complete or _inode(folder) == broken):
+    aside = folder.with_name(f"{folder.name}.old{_TMP}{os.getpid()}-{_host()}")
+    try:
+      folder.rename(aside)
+    except FileNotFoundError:  # moved aside by a run beside this one
+      pass
+    shutil.rmtree(aside, ignore_errors=True)
+  try:
+    tmp.rename(folder)
+  except OSError:  # ENOTEMPTY / EEXIST: a run beside this one installed its conversion first
+    if not (folder / "model.safetensors").is_file():
+      raise
+
+
+def _inode(folder: pathlib.Path) -> int | None:
+  try:
+    return folder.stat().st_ino
+  except FileNotFoundError:
+    return None
 
 
 def _cache_folder(path: pathlib.Path) -> pathlib.Path:

@@ -128,3 +128,30 @@ def test_two_first_runs_at_once_on_an_empty_cache_both_succeed(tmp_path):
   assert outs[0][0] == outs[1][0]
   (folder,) = _conversions(tmp_path)  # one conversion, no temporary folder left
   assert ".tmp" not in folder
+
+
+def _bundle(folder, weights=b"w"):
+  folder.mkdir(parents=True)
+  (folder / "model.safetensors").write_bytes(weights)
+  return folder
+
+
+def test_installing_a_conversion_keeps_the_one_a_run_beside_it_installed_first(tmp_path):
+  folder = _bundle(tmp_path / "model", b"first")
+  ours = _bundle(tmp_path / "model.tmp1-host", b"second")
+  loading.install_conversion(ours, folder)  # the interleaving CI hit: both saw no cache, the other won
+  assert (folder / "model.safetensors").read_bytes() == b"first"
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  loading.install_conversion(_bundle(tmp_path / "empty.tmp1-host"), empty)  # weightless: replaced
+  assert (empty / "model.safetensors").is_file()
+
+
+def test_installing_a_conversion_replaces_the_folder_that_failed_to_load_and_only_that_one(tmp_path):
+  folder = _bundle(tmp_path / "model", b"corrupt")
+  broken = folder.stat().st_ino
+  loading.install_conversion(_bundle(tmp_path / "model.tmp1-host", b"fixed"), folder, broken)
+  assert (folder / "model.safetensors").read_bytes() == b"fixed"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # the broken one moved aside, removed
+  loading.install_conversion(_bundle(tmp_path / "model.tmp2-host", b"late"), folder, broken)
+  assert (folder / "model.safetensors").read_bytes() == b"fixed"  # a newer folder than the broken one stays
