@@ -20,13 +20,20 @@ def forward(model: Model, tokens_BxT, cache, positions_BxT=None, new_mask_TxT=No
 
 
 def logits(model: Model, tokens_BxT, encoder_tokens=None, encoder_lengths=None) -> jax.Array:
-  """Plain full forward, no cache: float32 ``[B, T, V]``."""
+  """Plain full forward, no cache: float32 ``[B, T, V]``. One jitted program per input shape (run
+  op by op, each of the forward's hundreds of operations would compile on its own)."""
   tokens_BxT = jnp.asarray(tokens_BxT, jnp.int32)
   if model.is_encoder_decoder:
     if encoder_tokens is None:
       raise ValueError("an encoder-decoder model needs encoder_tokens= for specjax.logits")
-    out = model.module.apply({"params": model.params}, tokens_BxT,
-                             encoder_tokens=jnp.asarray(encoder_tokens, jnp.int32),
+    encoder_tokens = jnp.asarray(encoder_tokens, jnp.int32)
+  return _logits(model, tokens_BxT, encoder_tokens, encoder_lengths)
+
+
+@jax.jit
+def _logits(model: Model, tokens_BxT, encoder_tokens, encoder_lengths):
+  if model.is_encoder_decoder:
+    out = model.module.apply({"params": model.params}, tokens_BxT, encoder_tokens=encoder_tokens,
                              encoder_lengths=encoder_lengths)
   else:
     out = model.module.apply({"params": model.params}, tokens_BxT)
