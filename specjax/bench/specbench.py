@@ -246,8 +246,10 @@ def benchmark(records, target, tokenizer, drafter_specs, *, max_new_tokens: int 
             print(f"specbench: {name}: round costs {dict(costs)} (plain steps), {time.time() - started:.0f} s",
                   file=sys.stderr, flush=True)
   per_drafter: dict[str, list] = {spec: [] for spec in drafters}
-  for call in tqdm(calls, desc="specbench", unit="call", disable=not progress):
+  bar = tqdm(calls, desc="specbench", unit="call", disable=not progress)
+  for call in bar:
     for spec, (drafter, gamma) in drafters.items():
+      bar.set_postfix_str(f"{call.group}, {spec} and its baseline")  # a long-prompt call takes minutes
       m, learned = measure_call(target, drafter, gamma, call, max_new_tokens=max_new_tokens, sampling=sampling,
                                 eos_id=eos_id, seed=seed, repeats=repeats, adaptive=settings[spec])
       per_drafter[spec].append({"drafter": spec, **m})
