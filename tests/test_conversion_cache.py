@@ -139,7 +139,7 @@ def _bundle(folder, weights=b"w"):
 def test_installing_a_conversion_keeps_the_one_a_run_beside_it_installed_first(tmp_path):
   folder = _bundle(tmp_path / "model", b"first")
   ours = _bundle(tmp_path / "model.tmp1-host", b"second")
-  loading.install_conversion(ours, folder)  # the interleaving CI hit: both saw no cache, the other won
+  loading.install_conversion(ours, folder)  # both runs saw no cache; the other one finished first
   assert (folder / "model.safetensors").read_bytes() == b"first"
   empty = tmp_path / "empty"
   empty.mkdir()
